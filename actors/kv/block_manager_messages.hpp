@@ -1,0 +1,63 @@
+#pragma once
+// Messages of the block-manager actor: one reservation round trip per scheduler iteration.
+// Plain structs (no CAF include) so the scheduler and the tests can build them freely;
+// block_manager_protocol.hpp adds inspect() and the typed actor interface.
+//
+// Contract with the shards: within one step, the KV of every scheduled token is written
+// before any attention reads the cache (per layer, as vLLM's reshape_and_cache), so a block
+// registered for prefix caching during a reservation may serve another sequence in the same step.
+
+#include "actors/kv/kv_types.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace actorlm::kv {
+
+// One sequence's growth in the step being planned.
+struct SeqGrowth {
+  SeqId seq = 0;
+  bool admit = false;                   // true: create the sequence with `tokens` as its prompt
+  std::vector<TokenId> tokens;          // tokens that get KV slots in this step
+  std::uint32_t max_total_tokens = 0;   // admit only: prompt + max new tokens (reserved mode)
+  std::uint32_t computed_tokens = 0;    // tokens whose KV is valid once this step has run
+};
+
+struct ForkOp {
+  SeqId parent = 0;
+  SeqId child = 0;
+};
+
+// Everything the block manager must do for one step, applied in this order:
+// swap-outs, swap-ins, forks, growth (in the given order, i.e. scheduling priority).
+// Each group / fork / growth succeeds or fails as a whole; failures are listed in no_room.
+struct ReserveRequest {
+  std::vector<std::vector<SeqId>> swap_out;  // groups that move together
+  std::vector<std::vector<SeqId>> swap_in;
+  std::vector<ForkOp> forks;
+  std::vector<SeqGrowth> grow;
+};
+
+// table[first:] = blocks (device block ids), replacing what was there.
+struct TableDelta {
+  SeqId seq = 0;
+  std::uint32_t first = 0;
+  std::vector<BlockId> blocks;
+};
+
+struct Admitted {
+  SeqId seq = 0;
+  std::uint32_t cached_tokens = 0;  // prompt tokens already computed (prefix cache)
+};
+
+struct ReserveReply {
+  std::vector<TableDelta> tables;    // changed device block tables
+  std::vector<Admitted> admitted;
+  std::vector<BlockCopy> copies;     // copy-on-write, before the step's attention
+  std::vector<BlockMove> swap_out;   // device -> host, before swap_in
+  std::vector<BlockMove> swap_in;    // host -> device
+  std::vector<SeqId> no_room;        // growth, fork children and swap groups not served
+  KvStats stats;                     // after the reservation
+};
+
+}  // namespace actorlm::kv
