@@ -6,6 +6,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 #include <optional>
 #include <stdexcept>

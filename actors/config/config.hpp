@@ -1,0 +1,128 @@
+#pragma once
+// The whole product's configuration: one TOML file parsed once (toml++) into these plain structs.
+// Every field has a default; `actorlm config show FILE` prints the effective values.
+// Validation (types, ranges, unknown keys, cross-field rules) happens in parse_config, and
+// nowhere else: actors receive their sub-struct by value and may trust it.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace actorlm::config {
+
+enum class Backend { sim, cpu, cuda };
+enum class Batching { dynamic, continuous, paged };
+enum class Preemption { recompute, swap, automatic };  // TOML: "recompute" | "swap" | "auto"
+enum class SimClock { virtual_time, wall };            // TOML: "virtual" | "wall"
+
+std::string_view to_string(Backend);
+std::string_view to_string(Batching);
+std::string_view to_string(Preemption);
+std::string_view to_string(SimClock);
+
+// [server]: the HTTP daemon (actorlm serve).
+struct ServerConfig {
+  std::string host = "127.0.0.1";      // loopback unless asked otherwise
+  std::int64_t port = 8000;            // [1, 65535]
+  std::string api_key;                 // empty: no bearer token required
+  std::int64_t max_body_bytes = 1 << 20;   // [1 KiB, 1 GiB]
+  double drain_timeout_s = 30.0;       // [0, 3600]
+  bool log_prompts = false;            // access log never holds prompt text unless set
+  bool operator==(const ServerConfig&) const = default;
+};
+
+// [engine]: which backend runs the shards and how requests are batched.
+struct EngineConfig {
+  Backend backend = Backend::cpu;
+  std::int64_t tensor_parallel_degree = 1;  // [1, 64], power of two
+  Batching batching = Batching::paged;
+  std::int64_t seed = 0;                    // [0, 2^63)
+  bool operator==(const EngineConfig&) const = default;
+};
+
+// [cache]: the paged KV cache owned by the block-manager actor.
+struct CacheConfig {
+  std::int64_t block_size = 16;             // tokens per block; power of two in [1, 256]
+  double gpu_memory_utilization = 0.9;      // (0, 1]: share of device memory the runtime may use
+  double swap_space = 4.0;                  // GiB of host memory per GPU for swapped-out blocks
+  bool prefix_caching = true;
+  double watermark = 0.01;                  // [0, 0.5): share of device blocks kept free at admission
+  std::int64_t num_gpu_blocks_override = 0; // 0: derive from the memory budget
+  bool operator==(const CacheConfig&) const = default;
+};
+
+// [scheduler]: iteration-level batching policy.
+struct SchedulerConfig {
+  std::int64_t max_num_seqs = 256;            // [1, 65536] (DJL: max_rolling_batch_size)
+  std::int64_t max_num_batched_tokens = 8192; // [1, 2^24]  (DJL: max_rolling_batch_prefill_tokens)
+  double max_batch_delay_ms = 100.0;          // [0, 60000] (dynamic batching only)
+  std::int64_t batch_size = 4;                // [1, 4096]  (dynamic batching only)
+  bool chunked_prefill = false;
+  Preemption preemption = Preemption::automatic;
+  std::int64_t max_queue_len = 1024;          // [1, 2^24]: waiting requests before refusing
+  bool operator==(const SchedulerConfig&) const = default;
+};
+
+// [model]: what the shards run.
+struct ModelConfig {
+  std::string name = "SmolLM2-135M-Instruct";  // served model name
+  std::string path;                            // weights file or folder (GGUF, safetensors)
+  std::string preset;                          // catalogue entry for the sim backend (e.g. "falcon-40b")
+  std::int64_t max_model_len = 2048;           // [1, 2^20] tokens, prompt + output
+  bool operator==(const ModelConfig&) const = default;
+};
+
+// [sim]: the discrete-event simulator backend.
+struct SimConfig {
+  std::string hardware = "a10g";   // catalogue entry
+  std::string instance;            // optional catalogue instance (e.g. "g5.12xlarge")
+  SimClock clock = SimClock::virtual_time;
+  std::int64_t seed = 0;           // [0, 2^63)
+  bool operator==(const SimConfig&) const = default;
+};
+
+// [cluster]: shard actors on other nodes (actorlm worker).
+struct ClusterConfig {
+  std::vector<std::string> workers;  // "host:port", port in [1, 65535]
+  bool operator==(const ClusterConfig&) const = default;
+};
+
+struct Config {
+  ServerConfig server;
+  EngineConfig engine;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  ModelConfig model;
+  SimConfig sim;
+  ClusterConfig cluster;
+  bool operator==(const Config&) const = default;  // field-wise; tests compare round trips
+};
+
+// One problem found in a config: where it is and what is wrong.
+struct ConfigError {
+  std::string file;
+  std::uint32_t line = 0;    // 1-based; 0 when the problem has no position (e.g. missing file)
+  std::uint32_t column = 0;  // 1-based
+  std::string key;           // dotted path, e.g. "scheduler.max_num_seqs"; empty for syntax errors
+  std::string message;       // "expected an integer in [1, 65536], found 0"
+
+  // "FILE:LINE:COLUMN: KEY: MESSAGE", the form compilers use so editors can jump to it.
+  std::string to_string() const;
+};
+
+// Either a valid Config or every error found (never both, never neither).
+struct ParseResult {
+  Config config;
+  std::vector<ConfigError> errors;
+  bool ok() const { return errors.empty(); }
+};
+
+// Parses TOML text; `file` names it in errors.
+ParseResult parse_config(std::string_view toml_text, std::string_view file);
+// Reads and parses a file; a missing or unreadable file is one error naming it.
+ParseResult load_config(const std::string& path);
+// The effective configuration as TOML, every key present, in schema order.
+std::string to_toml(const Config&);
+
+}  // namespace actorlm::config

@@ -1,0 +1,56 @@
+// The TOML spellings of the enums and the one-line form of an error.
+#include "actors/config/config.hpp"
+
+namespace actorlm::config {
+
+std::string_view to_string(Backend value) {
+  switch (value) {
+    case Backend::sim: return "sim";
+    case Backend::cpu: return "cpu";
+    case Backend::cuda: return "cuda";
+  }
+  return "?";
+}
+
+std::string_view to_string(Batching value) {
+  switch (value) {
+    case Batching::dynamic: return "dynamic";
+    case Batching::continuous: return "continuous";
+    case Batching::paged: return "paged";
+  }
+  return "?";
+}
+
+std::string_view to_string(Preemption value) {
+  switch (value) {
+    case Preemption::recompute: return "recompute";
+    case Preemption::swap: return "swap";
+    case Preemption::automatic: return "auto";  // `auto` is a C++ keyword, not a TOML one
+  }
+  return "?";
+}
+
+std::string_view to_string(SimClock value) {
+  switch (value) {
+    case SimClock::virtual_time: return "virtual";
+    case SimClock::wall: return "wall";
+  }
+  return "?";
+}
+
+std::string ConfigError::to_string() const {
+  std::string out = file;
+  out += ':';
+  if (line != 0) {
+    out += std::to_string(line) + ':' + std::to_string(column) + ':';
+  }
+  out += ' ';
+  if (!key.empty()) {
+    out += key;
+    out += ": ";
+  }
+  out += message;
+  return out;
+}
+
+}  // namespace actorlm::config

@@ -1,0 +1,243 @@
+// parse_config and load_config: the schema of each section (names, types, ranges), the sections
+// themselves, and the rules that span several keys. Per-value checks live in TableReader.
+#include "actors/config/config.hpp"
+#include "actors/config/table_reader.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+namespace actorlm::config {
+namespace {
+
+using detail::ErrorList;
+using detail::Position;
+using detail::TableReader;
+
+constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
+constexpr double unbounded = std::numeric_limits<double>::infinity();
+
+constexpr std::array<std::string_view, 7> section_names = {
+    "server", "engine", "cache", "scheduler", "model", "sim", "cluster"};
+
+// "host:port" with a non-empty host and a port in [1, 65535]; the last ':' splits, so a
+// bracketed IPv6 address ("[::1]:8000") works too.
+bool is_host_port(std::string_view text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  const std::string_view port = text.substr(colon + 1);
+  int value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  return ec == std::errc{} && end == port.data() + port.size() && port.front() != '+' &&
+         value >= 1 && value <= 65535;
+}
+
+void read_server(TableReader& r, ServerConfig& c) {
+  r.non_empty_string("host", c.host, "a host name or address");
+  r.integer("port", c.port, {1, 65535});
+  r.string("api_key", c.api_key);
+  r.integer("max_body_bytes", c.max_body_bytes, {1 << 10, 1 << 30});
+  r.number("drain_timeout_s", c.drain_timeout_s, {0, 3600});
+  r.boolean("log_prompts", c.log_prompts);
+}
+
+void read_engine(TableReader& r, EngineConfig& c) {
+  r.choice("backend", c.backend, {Backend::sim, Backend::cpu, Backend::cuda});
+  r.integer("tensor_parallel_degree", c.tensor_parallel_degree, {1, 64, /*power_of_two=*/true});
+  r.choice("batching", c.batching, {Batching::dynamic, Batching::continuous, Batching::paged});
+  r.integer("seed", c.seed, {0, int64_max});
+}
+
+void read_cache(TableReader& r, CacheConfig& c) {
+  r.integer("block_size", c.block_size, {1, 256, /*power_of_two=*/true});
+  r.number("gpu_memory_utilization", c.gpu_memory_utilization, {0, 1, /*lo_open=*/true});
+  r.number("swap_space", c.swap_space, {0, unbounded});
+  r.boolean("prefix_caching", c.prefix_caching);
+  r.number("watermark", c.watermark, {0, 0.5, false, /*hi_open=*/true});
+  r.integer("num_gpu_blocks_override", c.num_gpu_blocks_override, {0, int64_max});
+}
+
+void read_scheduler(TableReader& r, SchedulerConfig& c) {
+  r.integer("max_num_seqs", c.max_num_seqs, {1, 65536});
+  r.integer("max_num_batched_tokens", c.max_num_batched_tokens, {1, 1 << 24});
+  r.number("max_batch_delay_ms", c.max_batch_delay_ms, {0, 60000});
+  r.integer("batch_size", c.batch_size, {1, 4096});
+  r.boolean("chunked_prefill", c.chunked_prefill);
+  r.choice("preemption", c.preemption,
+           {Preemption::recompute, Preemption::swap, Preemption::automatic});
+  r.integer("max_queue_len", c.max_queue_len, {1, 1 << 24});
+}
+
+void read_model(TableReader& r, ModelConfig& c) {
+  r.string("name", c.name);
+  r.string("path", c.path);
+  r.string("preset", c.preset);
+  r.integer("max_model_len", c.max_model_len, {1, 1 << 20});
+}
+
+void read_sim(TableReader& r, SimConfig& c) {
+  r.string("hardware", c.hardware);
+  r.string("instance", c.instance);
+  r.choice("clock", c.clock, {SimClock::virtual_time, SimClock::wall});
+  r.integer("seed", c.seed, {0, int64_max});
+}
+
+void read_cluster(TableReader& r, ClusterConfig& c) {
+  r.string_array("workers", c.workers, is_host_port, "\"host:port\" with port in [1, 65535]");
+}
+
+// One reader per section, kept after reading so cross-field rules can find positions.
+struct Sections {
+  TableReader server, engine, cache, scheduler, model, sim, cluster;
+};
+
+const toml::table* section_table(const toml::table& root, std::string_view name, ErrorList& errors) {
+  const toml::node* node = root.get(name);
+  if (node == nullptr) return nullptr;
+  if (const toml::table* table = node->as_table()) return table;
+  errors.add(detail::position_of(*node), std::string(name),
+             "expected a table (section [" + std::string(name) + "]), found " + detail::describe(*node));
+  return nullptr;
+}
+
+void report_unknown_sections(const toml::table& root, ErrorList& errors) {
+  for (const auto& [key, node] : root) {
+    const std::string_view name = key.str();
+    if (std::find(section_names.begin(), section_names.end(), name) != section_names.end()) continue;
+    const auto suggestion = detail::closest_match(name, section_names);
+    std::string message;
+    if (node.is_table()) {
+      message = "unknown section [" + std::string(name) + "]; ";
+      message += suggestion ? "did you mean [" + std::string(*suggestion) + "]?"
+                            : std::string("known sections are: [server], [engine], [cache], "
+                                          "[scheduler], [model], [sim], [cluster]");
+    } else {
+      message = "unknown top-level key; settings belong in a section ([server], [engine], "
+                "[cache], [scheduler], [model], [sim], [cluster])";
+    }
+    errors.add(detail::position_of(key), std::string(name), std::move(message));
+  }
+}
+
+struct KeyRef {
+  const TableReader& reader;
+  std::string_view key;
+};
+
+// Reports a rule that spans `keys` at the one written last in the file (where the conflict
+// becomes visible); when none is written, at the first of their sections that is.
+void add_cross_field_error(ErrorList& errors, std::initializer_list<KeyRef> keys,
+                           std::string message) {
+  std::optional<Position> where;
+  std::string path;
+  for (const KeyRef& ref : keys) {
+    const auto position = ref.reader.position(ref.key);
+    if (position && (!where || *where < *position)) {
+      where = position;
+      path = ref.reader.path(ref.key);
+    }
+  }
+  for (auto it = keys.begin(); !where && it != keys.end(); ++it) {
+    where = it->reader.section_position();
+  }
+  if (path.empty()) path = keys.begin()->reader.path(keys.begin()->key);
+  errors.add(where.value_or(Position{}), std::move(path), std::move(message));
+}
+
+void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& errors) {
+  const auto& sched = c.scheduler;
+  if (s.scheduler.valid("max_num_batched_tokens") && s.scheduler.valid("max_num_seqs") &&
+      sched.max_num_batched_tokens < sched.max_num_seqs) {
+    add_cross_field_error(
+        errors, {{s.scheduler, "max_num_batched_tokens"}, {s.scheduler, "max_num_seqs"}},
+        "scheduler.max_num_batched_tokens (" + std::to_string(sched.max_num_batched_tokens) +
+            ") must be at least scheduler.max_num_seqs (" + std::to_string(sched.max_num_seqs) +
+            "): every running sequence needs a token in each step");
+  }
+  if (s.scheduler.valid("max_num_batched_tokens") && s.model.valid("max_model_len") &&
+      s.scheduler.valid("chunked_prefill") && !sched.chunked_prefill &&
+      sched.max_num_batched_tokens < c.model.max_model_len) {
+    add_cross_field_error(
+        errors,
+        {{s.scheduler, "max_num_batched_tokens"}, {s.model, "max_model_len"},
+         {s.scheduler, "chunked_prefill"}},
+        "scheduler.max_num_batched_tokens (" + std::to_string(sched.max_num_batched_tokens) +
+            ") is less than model.max_model_len (" + std::to_string(c.model.max_model_len) +
+            "), so a full-length prompt could never be scheduled; raise it or set "
+            "scheduler.chunked_prefill = true");
+  }
+  if (s.engine.valid("backend") && s.model.valid("preset") && c.engine.backend == Backend::sim &&
+      c.model.preset.empty()) {
+    add_cross_field_error(errors, {{s.engine, "backend"}, {s.model, "preset"}},
+                          "engine.backend = \"sim\" requires model.preset (a simulator catalogue "
+                          "entry, e.g. \"falcon-40b\"), which is empty");
+  }
+}
+
+}  // namespace
+
+ParseResult parse_config(std::string_view toml_text, std::string_view file) {
+  ParseResult result;
+  ErrorList errors{file};
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, std::string_view{file});
+  } catch (const toml::parse_error& e) {
+    errors.add({e.source().begin.line, e.source().begin.column}, "", std::string(e.description()));
+    result.errors = errors.take_sorted();
+    return result;
+  }
+
+  Config& c = result.config;
+  Sections s{
+      {"server", section_table(root, "server", errors), errors},
+      {"engine", section_table(root, "engine", errors), errors},
+      {"cache", section_table(root, "cache", errors), errors},
+      {"scheduler", section_table(root, "scheduler", errors), errors},
+      {"model", section_table(root, "model", errors), errors},
+      {"sim", section_table(root, "sim", errors), errors},
+      {"cluster", section_table(root, "cluster", errors), errors},
+  };
+  read_server(s.server, c.server);
+  read_engine(s.engine, c.engine);
+  read_cache(s.cache, c.cache);
+  read_scheduler(s.scheduler, c.scheduler);
+  read_model(s.model, c.model);
+  read_sim(s.sim, c.sim);
+  read_cluster(s.cluster, c.cluster);
+  for (TableReader* r : {&s.server, &s.engine, &s.cache, &s.scheduler, &s.model, &s.sim, &s.cluster}) {
+    r->report_unknown_keys();
+  }
+  report_unknown_sections(root, errors);
+  check_cross_field_rules(c, s, errors);
+
+  result.errors = errors.take_sorted();
+  if (!result.ok()) result.config = Config{};  // never a half-validated config
+  return result;
+}
+
+ParseResult load_config(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file{std::fopen(path.c_str(), "rb"), &std::fclose};
+  std::string text;
+  int error = file ? 0 : errno;
+  if (file) {
+    char buffer[1 << 16];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, file.get())) > 0) text.append(buffer, n);
+    if (std::ferror(file.get())) error = errno;  // e.g. EISDIR: fopen accepts a directory
+  }
+  if (error != 0) {
+    ParseResult result;
+    result.errors.push_back({path, 0, 0, "", "cannot read config file: " + std::string(std::strerror(error))});
+    return result;
+  }
+  return parse_config(text, path);
+}
+
+}  // namespace actorlm::config

@@ -1,0 +1,62 @@
+// `actorlm bench kv`: prints progress on stderr and one JSON object as the last stdout line.
+#include "tools/actorlm/commands.hpp"
+#include "tools/bench/kv_bench.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <memory>
+
+namespace actorlm::tools {
+
+namespace {
+nlohmann::json to_json(const bench::ReplayResult& r) {
+  return {{"utilization", r.utilization}, {"steps", r.steps}, {"mean_running", r.mean_running},
+          {"max_running", r.max_running}, {"preemptions", r.preemptions}};
+}
+
+int run_kv(const bench::KvBenchOptions& opt_in) {
+  auto opt = opt_in;
+  opt.progress = [](const std::string& line) { spdlog::info("bench kv: {}", line); };
+  const auto r = bench::run_kv_bench(opt);
+  nlohmann::json j = {
+      {"bench", "kv"},
+      {"append_256_us", r.append_256_us},
+      {"append_1024_us", r.append_1024_us},
+      {"allocate_2k_prefix_us", r.allocate_2k_prefix_us},
+      {"utilization_paged", r.paged.utilization},
+      {"utilization_reserved", r.reserved.utilization},
+      {"utilization_reserved_oracle", r.reserved_oracle.utilization},
+      {"replay",
+       {{"requests", opt.replay_requests},
+        {"device_blocks", opt.replay_device_blocks},
+        {"block_size", opt.block_size},
+        {"max_len", opt.max_len},
+        {"seed", opt.seed},
+        {"paged", to_json(r.paged)},
+        {"reserved", to_json(r.reserved)},
+        {"reserved_oracle", to_json(r.reserved_oracle)}}}};
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+}  // namespace
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks (figures are reported, not asserted)");
+  bench->require_subcommand(1);
+  auto opt = std::make_shared<bench::KvBenchOptions>();
+  auto* kv = bench->add_subcommand(
+      "kv", "Block manager: append and prefix-allocate latency, paged vs reserved utilization");
+  kv->add_option("--requests", opt->replay_requests, "Requests in the utilization replay")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 10'000'000u));
+  kv->add_option("--device-blocks", opt->replay_device_blocks, "KV blocks in the replay's cache")
+      ->capture_default_str()
+      ->check(CLI::Range(256u, 100'000'000u));
+  kv->add_option("--seed", opt->seed, "Random seed")->capture_default_str();
+  kv->callback([opt, &exit_code] { exit_code = run_kv(*opt); });
+}
+
+}  // namespace actorlm::tools

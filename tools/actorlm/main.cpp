@@ -1,0 +1,19 @@
+// actorlm: one binary, subcommands listed by --help.
+#include "tools/actorlm/commands.hpp"
+
+#include <CLI/CLI.hpp>
+
+int main(int argc, char** argv) {
+  CLI::App app{"actorlm: an LLM serving runtime on the actor model", "actorlm"};
+  app.set_version_flag("--version", "actorlm 0.1.0");
+  app.require_subcommand(1);
+  int exit_code = 0;
+  actorlm::tools::add_config_command(app, exit_code);
+  actorlm::tools::add_bench_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
