@@ -34,9 +34,14 @@ BlockManager::BlockManager(const BlockManagerOptions& o)
       host_(o.num_host_blocks, o.block_size) {}
 
 BlockManager::Sequence& BlockManager::get(SeqId seq) {
+  // A step touches each sequence with a check, a commit and a mark in a row: remember the
+  // last one (map nodes never move; free() forgets it).
+  if (last_ != nullptr && last_id_ == seq) return *last_;
   auto it = seqs_.find(seq);
   if (it == seqs_.end())
     throw std::logic_error("BlockManager: unknown sequence " + std::to_string(seq));
+  last_id_ = seq;
+  last_ = &it->second;
   return it->second;
 }
 
@@ -54,6 +59,8 @@ PrefixMatch BlockManager::match_prefix(std::span<const TokenId> prompt) const {
   if (!caching() || prompt.empty()) return m;
   const std::uint32_t bs = opt_.block_size;
   const std::size_t max_blocks = (prompt.size() - 1) / bs;
+  m.blocks.reserve(max_blocks);
+  m.hashes.reserve(max_blocks);
   std::uint64_t parent = root_hash;
   for (std::size_t i = 0; i < max_blocks; ++i) {
     auto block = prompt.subspan(i * bs, bs);
@@ -108,6 +115,7 @@ std::uint32_t BlockManager::allocate(SeqId seq, std::span<const TokenId> prompt,
                                  ? blocks_for(std::max<std::uint32_t>(prompt.size(), max_total_tokens))
                                  : blocks_for(static_cast<std::uint32_t>(prompt.size()));
   while (s.table.size() < want) s.table.push_back(device_.allocate());
+  s.tokens.reserve(std::max<std::size_t>(prompt.size(), max_total_tokens));
   s.tokens.assign(prompt.begin(), prompt.begin() + cached);
   fill_slots(s, prompt.subspan(cached));
   s.hashes = m.hashes;
@@ -131,8 +139,7 @@ void BlockManager::fill_slots(Sequence& s, std::span<const TokenId> tokens) {
   s.tokens.insert(s.tokens.end(), tokens.begin(), tokens.end());
 }
 
-std::uint32_t BlockManager::blocks_to_append(SeqId seq, std::uint32_t n) const {
-  const Sequence& s = get(seq);
+std::uint32_t BlockManager::blocks_to_append(const Sequence& s, std::uint32_t n) const {
   if (s.swapped) throw std::logic_error("BlockManager: sequence is swapped out");
   const std::uint32_t len = static_cast<std::uint32_t>(s.tokens.size());
   const std::size_t idx = len / opt_.block_size;
@@ -142,15 +149,19 @@ std::uint32_t BlockManager::blocks_to_append(SeqId seq, std::uint32_t n) const {
   return (want > have ? want - have : 0) + (cow ? 1 : 0);
 }
 
+std::uint32_t BlockManager::blocks_to_append(SeqId seq, std::uint32_t n) const {
+  return blocks_to_append(get(seq), n);
+}
+
 bool BlockManager::can_append(SeqId seq, std::uint32_t n) const {
-  return blocks_to_append(seq, n) <= device_.num_available();
+  return blocks_to_append(get(seq), n) <= device_.num_available();
 }
 
 std::optional<BlockCopy> BlockManager::append(SeqId seq, std::span<const TokenId> tokens) {
-  const auto n = static_cast<std::uint32_t>(tokens.size());
-  if (!can_append(seq, n))
-    throw std::logic_error("BlockManager::append: no room (call can_append first)");
   Sequence& s = get(seq);
+  const auto n = static_cast<std::uint32_t>(tokens.size());
+  if (blocks_to_append(s, n) > device_.num_available())
+    throw std::logic_error("BlockManager::append: no room (call can_append first)");
   const std::size_t len = s.tokens.size();
   const std::size_t idx = len / opt_.block_size;
   std::optional<BlockCopy> copy;

@@ -108,6 +108,7 @@ class BlockManager {
   };
 
   Sequence& get(SeqId seq);
+  std::uint32_t blocks_to_append(const Sequence&, std::uint32_t n) const;
   const Sequence& get(SeqId seq) const;
   std::uint32_t blocks_for(std::uint32_t tokens) const {
     return (tokens + opt_.block_size - 1) / opt_.block_size;
@@ -124,6 +125,8 @@ class BlockManager {
   BlockPool device_;
   BlockPool host_;
   std::unordered_map<SeqId, Sequence> seqs_;
+  SeqId last_id_ = 0;           // get()'s memo of the last sequence looked up
+  Sequence* last_ = nullptr;
   std::uint64_t prefix_queried_tokens_ = 0;
   std::uint64_t prefix_hit_tokens_ = 0;
 };

@@ -82,7 +82,10 @@ bool BlockPool::register_block(BlockId b, std::uint64_t hash, std::uint64_t pare
   assert(ref_[b] > 0 && tokens.size() == block_size_);
   if (registered_[b]) return hash_[b] == hash;
   if (by_hash_.contains(hash)) return false;
-  if (tokens_.empty()) tokens_.resize(std::size_t(ref_.size()) * block_size_);
+  if (tokens_.empty()) {  // first registration: size the cache once, not on the hot path
+    tokens_.resize(std::size_t(ref_.size()) * block_size_);
+    by_hash_.reserve(ref_.size());
+  }
   by_hash_.emplace(hash, b);
   registered_[b] = 1;
   hash_[b] = hash;

@@ -2,8 +2,12 @@
 #include "tools/actorlm/commands.hpp"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 int main(int argc, char** argv) {
+  // Logs and progress go to stderr; stdout carries results (JSON, TOML) only.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("actorlm"));
   CLI::App app{"actorlm: an LLM serving runtime on the actor model", "actorlm"};
   app.set_version_flag("--version", "actorlm 0.1.0");
   app.require_subcommand(1);

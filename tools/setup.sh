@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what actorlm needs to build and test, from Debian packages only. Idempotent: installs
+# only what is missing, and runs `apt-get update` only when something is.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build ccache pkg-config
+  libcaf-dev              # C++ Actor Framework 0.17
+  libtomlplusplus-dev     # TOML config
+  libboost-test-dev       # Boost.Test
+  libspdlog-dev libcli11-dev nlohmann-json3-dev
+  libxxhash-dev           # prefix-cache block hashes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+else
+  echo "setup: all packages present" >&2
+fi
