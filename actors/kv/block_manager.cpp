@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -21,7 +22,9 @@ std::uint32_t watermark_for(const BlockManagerOptions& o) {
 }  // namespace
 
 void validate(const BlockManagerOptions& o) {
-  if (o.block_size == 0) throw std::invalid_argument("block manager: block_size must be positive");
+  if (o.block_size == 0 || (o.block_size & (o.block_size - 1)) != 0)
+    throw std::invalid_argument("block manager: block_size must be a power of two, got " +
+                                std::to_string(o.block_size));
   if (!(o.watermark >= 0.0 && o.watermark < 1.0))
     throw std::invalid_argument("block manager: watermark must be in [0, 1), got " +
                                 std::to_string(o.watermark));
@@ -30,6 +33,7 @@ void validate(const BlockManagerOptions& o) {
 BlockManager::BlockManager(const BlockManagerOptions& o)
     : opt_(o),
       watermark_blocks_(watermark_for(o)),
+      block_shift_(static_cast<std::uint32_t>(std::countr_zero(o.block_size))),
       device_(o.num_device_blocks, o.block_size),
       host_(o.num_host_blocks, o.block_size) {}
 
@@ -101,6 +105,10 @@ std::uint32_t BlockManager::allocate(SeqId seq, std::span<const TokenId> prompt,
   if (seqs_.contains(seq))
     throw std::logic_error("BlockManager::allocate: sequence " + std::to_string(seq) +
                            " already exists");
+  // A match taken before other operations may name blocks since evicted and reused.
+  for (std::size_t i = 0; i < m.blocks.size(); ++i)
+    if (!device_.is_registered_as(m.blocks[i], m.hashes[i]))
+      throw std::logic_error("BlockManager::allocate: stale prefix match (match again)");
   if (!can_allocate(prompt, max_total_tokens, m))
     throw std::logic_error("BlockManager::allocate: no room (call can_allocate first)");
   Sequence& s = seqs_[seq];
@@ -129,9 +137,14 @@ std::uint32_t BlockManager::allocate(SeqId seq, std::span<const TokenId> prompt,
 void BlockManager::fill_slots(Sequence& s, std::span<const TokenId> tokens) {
   const std::uint32_t bs = opt_.block_size;
   std::size_t pos = s.tokens.size();
+  if (tokens.size() == 1) {  // the decode step: one slot, no range machinery
+    device_.set_filled(s.table[block_of(pos)], static_cast<std::uint32_t>((pos & (bs - 1)) + 1));
+    s.tokens.push_back(tokens[0]);
+    return;
+  }
   const std::size_t end = pos + tokens.size();
   while (pos < end) {
-    const std::size_t idx = pos / bs;
+    const std::size_t idx = block_of(pos);
     const std::size_t block_end = std::min(end, (idx + 1) * bs);
     device_.set_filled(s.table[idx], static_cast<std::uint32_t>(block_end - idx * bs));
     pos = block_end;
@@ -142,7 +155,7 @@ void BlockManager::fill_slots(Sequence& s, std::span<const TokenId> tokens) {
 std::uint32_t BlockManager::blocks_to_append(const Sequence& s, std::uint32_t n) const {
   if (s.swapped) throw std::logic_error("BlockManager: sequence is swapped out");
   const std::uint32_t len = static_cast<std::uint32_t>(s.tokens.size());
-  const std::size_t idx = len / opt_.block_size;
+  const std::size_t idx = block_of(len);
   const bool cow = n > 0 && idx < s.table.size() && device_.ref_count(s.table[idx]) > 1;
   const std::uint32_t want = blocks_for(len + n);
   const std::uint32_t have = static_cast<std::uint32_t>(s.table.size());
@@ -163,7 +176,7 @@ std::optional<BlockCopy> BlockManager::append(SeqId seq, std::span<const TokenId
   if (blocks_to_append(s, n) > device_.num_available())
     throw std::logic_error("BlockManager::append: no room (call can_append first)");
   const std::size_t len = s.tokens.size();
-  const std::size_t idx = len / opt_.block_size;
+  const std::size_t idx = block_of(len);
   std::optional<BlockCopy> copy;
   if (n > 0 && idx < s.table.size() && device_.ref_count(s.table[idx]) > 1) {
     const BlockId old = s.table[idx];
@@ -190,7 +203,7 @@ void BlockManager::mark_computed(SeqId seq, std::uint32_t num_tokens) {
 
 void BlockManager::register_computed_blocks(Sequence& s) {
   const std::uint32_t bs = opt_.block_size;
-  const std::uint32_t full = s.num_computed / bs;
+  const std::uint32_t full = static_cast<std::uint32_t>(block_of(s.num_computed));
   std::span<const TokenId> toks(s.tokens);
   for (std::uint32_t i = s.num_registered; i < full; ++i) {
     const std::uint64_t parent = i == 0 ? root_hash : s.hashes[i - 1];

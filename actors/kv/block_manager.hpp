@@ -30,7 +30,8 @@ struct PrefixMatch {
   }
 };
 
-// Throws std::invalid_argument naming the bad field (zero block size, watermark outside [0, 1)).
+// Throws std::invalid_argument naming the bad field (block size not a power of two, watermark
+// outside [0, 1)).
 void validate(const BlockManagerOptions&);
 
 class BlockManager {
@@ -111,8 +112,11 @@ class BlockManager {
   std::uint32_t blocks_to_append(const Sequence&, std::uint32_t n) const;
   const Sequence& get(SeqId seq) const;
   std::uint32_t blocks_for(std::uint32_t tokens) const {
-    return (tokens + opt_.block_size - 1) / opt_.block_size;
+    return (tokens + opt_.block_size - 1) >> block_shift_;
   }
+  // Index in the table of the block holding position pos (block_size is a power of two:
+  // a shift, not a division, on the per-token path).
+  std::size_t block_of(std::size_t pos) const { return pos >> block_shift_; }
   bool caching() const { return opt_.prefix_caching && opt_.mode == AllocationMode::paged; }
   std::uint64_t block_hash(std::uint64_t parent, std::span<const TokenId> block) const;
   void register_computed_blocks(Sequence&);
@@ -122,6 +126,7 @@ class BlockManager {
 
   BlockManagerOptions opt_;
   std::uint32_t watermark_blocks_;
+  std::uint32_t block_shift_;  // log2(block_size)
   BlockPool device_;
   BlockPool host_;
   std::unordered_map<SeqId, Sequence> seqs_;

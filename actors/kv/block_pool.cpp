@@ -8,8 +8,7 @@ namespace actorlm::kv {
 
 BlockPool::BlockPool(std::uint32_t num_blocks, std::uint32_t block_size)
     : block_size_(block_size),
-      ref_(num_blocks, 0),
-      filled_(num_blocks, 0),
+      state_(num_blocks),
       lru_prev_(num_blocks, nil),
       lru_next_(num_blocks, nil),
       registered_(num_blocks, 0),
@@ -33,37 +32,36 @@ BlockId BlockPool::allocate() {
     unregister(b);
     ++evictions_;
   }
-  ref_[b] = 1;
-  filled_[b] = 0;
+  state_[b] = {1, 0};
   return b;
 }
 
 void BlockPool::retain(BlockId b) {
-  if (ref_[b]++ == 0) {
+  if (state_[b].ref++ == 0) {
     // Only cached blocks can be revived: free ones have no content worth sharing.
     assert(registered_[b]);
     lru_unlink(b);
-    used_filled_ += filled_[b];
+    used_filled_ += state_[b].filled;
   }
 }
 
 void BlockPool::release(BlockId b) {
-  if (ref_[b] == 0) throw std::logic_error("BlockPool::release: block is not in use");
-  if (--ref_[b] > 0) return;
-  used_filled_ -= filled_[b];
+  if (state_[b].ref == 0) throw std::logic_error("BlockPool::release: block is not in use");
+  if (--state_[b].ref > 0) return;
+  used_filled_ -= state_[b].filled;
   if (registered_[b]) {
     lru_push_back(b);
   } else {
-    filled_[b] = 0;
+    state_[b].filled = 0;
     free_.push_back(b);
   }
 }
 
 void BlockPool::set_filled(BlockId b, std::uint32_t n) {
-  assert(ref_[b] > 0 && n <= block_size_);
+  assert(state_[b].ref > 0 && n <= block_size_);
   used_filled_ += n;
-  used_filled_ -= filled_[b];
-  filled_[b] = n;
+  used_filled_ -= state_[b].filled;
+  state_[b].filled = n;
 }
 
 std::optional<BlockId> BlockPool::lookup(std::uint64_t hash, std::uint64_t parent,
@@ -79,12 +77,12 @@ std::optional<BlockId> BlockPool::lookup(std::uint64_t hash, std::uint64_t paren
 
 bool BlockPool::register_block(BlockId b, std::uint64_t hash, std::uint64_t parent,
                                std::span<const TokenId> tokens) {
-  assert(ref_[b] > 0 && tokens.size() == block_size_);
+  assert(state_[b].ref > 0 && tokens.size() == block_size_);
   if (registered_[b]) return hash_[b] == hash;
   if (by_hash_.contains(hash)) return false;
   if (tokens_.empty()) {  // first registration: size the cache once, not on the hot path
-    tokens_.resize(std::size_t(ref_.size()) * block_size_);
-    by_hash_.reserve(ref_.size());
+    tokens_.resize(std::size_t(state_.size()) * block_size_);
+    by_hash_.reserve(state_.size());
   }
   by_hash_.emplace(hash, b);
   registered_[b] = 1;

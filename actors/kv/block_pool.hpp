@@ -24,7 +24,7 @@ class BlockPool {
  public:
   BlockPool(std::uint32_t num_blocks, std::uint32_t block_size);
 
-  std::uint32_t num_blocks() const { return static_cast<std::uint32_t>(ref_.size()); }
+  std::uint32_t num_blocks() const { return static_cast<std::uint32_t>(state_.size()); }
   std::uint32_t block_size() const { return block_size_; }
   std::uint32_t num_free() const { return static_cast<std::uint32_t>(free_.size()); }
   std::uint32_t num_cached() const { return num_cached_; }
@@ -40,8 +40,8 @@ class BlockPool {
   // One holder fewer. At zero the block becomes cached if registered, free otherwise.
   void release(BlockId);
 
-  std::uint32_t ref_count(BlockId b) const { return ref_[b]; }
-  std::uint32_t filled(BlockId b) const { return filled_[b]; }
+  std::uint32_t ref_count(BlockId b) const { return state_[b].ref; }
+  std::uint32_t filled(BlockId b) const { return state_[b].filled; }
   // Slots of block b that hold tokens; only for used blocks.
   void set_filled(BlockId b, std::uint32_t n);
 
@@ -55,6 +55,9 @@ class BlockPool {
   bool register_block(BlockId, std::uint64_t hash, std::uint64_t parent,
                       std::span<const TokenId> tokens);
   bool is_registered(BlockId b) const { return registered_[b] != 0; }
+  bool is_registered_as(BlockId b, std::uint64_t hash) const {
+    return registered_[b] != 0 && hash_[b] == hash;
+  }
 
   std::uint64_t evictions() const { return evictions_; }
   // Sum of filled() over used blocks, kept incrementally.
@@ -67,8 +70,11 @@ class BlockPool {
   void unregister(BlockId);
 
   std::uint32_t block_size_;
-  std::vector<std::uint32_t> ref_;        // [num_blocks]
-  std::vector<std::uint32_t> filled_;     // [num_blocks]
+  struct BlockState {
+    std::uint32_t ref = 0;     // holders (sequence tables)
+    std::uint32_t filled = 0;  // slots holding a token
+  };
+  std::vector<BlockState> state_;         // [num_blocks]; the hot per-block data, together
   std::vector<BlockId> free_;             // stack of free blocks
   // Cached-block LRU as an intrusive list: prev/next per block, oldest at head.
   std::vector<BlockId> lru_prev_, lru_next_;  // [num_blocks]

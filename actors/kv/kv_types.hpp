@@ -34,7 +34,7 @@ enum class AllocationMode : std::uint8_t { paged, reserved };
 struct BlockManagerOptions {
   std::uint32_t num_device_blocks = 0;
   std::uint32_t num_host_blocks = 0;  // swap space; 0 disables swapping
-  std::uint32_t block_size = 16;      // tokens per block
+  std::uint32_t block_size = 16;      // tokens per block, a power of two
   double watermark = 0.01;            // share of device blocks admission keeps free
   bool prefix_caching = true;         // ignored (off) in reserved mode
   AllocationMode mode = AllocationMode::paged;

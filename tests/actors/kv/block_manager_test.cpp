@@ -190,6 +190,19 @@ BOOST_AUTO_TEST_CASE(counts_a_revived_cached_block_against_free_space) {
   BOOST_TEST(bm.stats().device_free == 0u);
 }
 
+BOOST_AUTO_TEST_CASE(rejects_a_prefix_match_whose_blocks_were_evicted_since) {
+  BlockManager bm(opts(3));
+  bm.allocate(1, iota_tokens(8), 8);
+  bm.mark_computed(1, 8);
+  bm.free(1);
+  const auto stale = bm.match_prefix(iota_tokens(9));
+  BOOST_TEST(stale.blocks.size() == 2u);
+  bm.allocate(2, iota_tokens(12, 500), 12);  // takes all three blocks, evicting both
+  bm.free(2);
+  BOOST_CHECK_THROW(bm.allocate(3, iota_tokens(9), 9, stale), std::logic_error);
+  BOOST_TEST(bm.allocate(3, iota_tokens(9), 9) == 0u);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fork_free_swap)
