@@ -39,6 +39,13 @@ block_manager_actor::behavior_type block_manager_fn(self_ptr self, BlockManagerO
       [self](const ReserveRequest& req) {
         return guarded([&] { return apply_reservation(*self->state.bm, req); });
       },
+      [self](kv_fork_atom, SeqId parent, SeqId child) {
+        return guarded([&] {
+          ReserveRequest req;
+          req.forks.push_back({parent, child});
+          return apply_reservation(*self->state.bm, req);
+        });
+      },
       [self](kv_free_atom, const std::vector<SeqId>& seqs) {
         return guarded([&] {
           for (SeqId s : seqs) self->state.bm->free(s);

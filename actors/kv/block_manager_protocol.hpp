@@ -17,13 +17,17 @@ namespace actorlm::kv {
 using kv_free_atom = caf::atom_constant<caf::atom("kv_free")>;
 using kv_abort_atom = caf::atom_constant<caf::atom("kv_abort")>;
 using kv_stats_atom = caf::atom_constant<caf::atom("kv_stats")>;
+using kv_fork_atom = caf::atom_constant<caf::atom("kv_fork")>;
 
 // reserve: one per scheduler iteration (see block_manager_messages.hpp).
+// fork:    parent, child outside a step (e.g. n > 1 right after prefill); the reply carries the
+//          child's table and any copies, or the child in no_room.
 // free:    sequences that finished; error if one is unknown. Replies the stats after.
 // abort:   cancelled sequences in any state; unknown ones are ignored. Replies those freed.
 // stats:   counters and occupancy.
 using block_manager_actor = caf::typed_actor<
     caf::replies_to<ReserveRequest>::with<ReserveReply>,
+    caf::replies_to<kv_fork_atom, SeqId, SeqId>::with<ReserveReply>,
     caf::replies_to<kv_free_atom, std::vector<SeqId>>::with<KvStats>,
     caf::replies_to<kv_abort_atom, std::vector<SeqId>>::with<std::vector<SeqId>>,
     caf::replies_to<kv_stats_atom>::with<KvStats>>;

@@ -87,6 +87,18 @@ BOOST_AUTO_TEST_CASE(swaps_out_and_in_within_reservations) {
   BOOST_TEST(r.tables.front().blocks.size() == 3u);
 }
 
+BOOST_AUTO_TEST_CASE(forks_outside_a_step_sharing_the_parents_blocks) {
+  ReserveRequest admit;
+  admit.grow.push_back({1, true, tokens(6), 6, 6});
+  request<ReserveReply>(bm, admit);
+  auto r = request<ReserveReply>(bm, kv_fork_atom::value, SeqId{1}, SeqId{2});
+  BOOST_REQUIRE(r.tables.size() == 1u);
+  BOOST_TEST(r.tables[0].seq == 2u);
+  BOOST_TEST(r.tables[0].blocks.size() == 2u);
+  BOOST_TEST(r.stats.device_used == 2u);  // shared, not copied
+  BOOST_TEST(r.stats.num_sequences == 2u);
+}
+
 BOOST_AUTO_TEST_CASE(abort_frees_known_sequences_and_ignores_unknown_ones) {
   ReserveRequest admit;
   admit.grow.push_back({7, true, tokens(5), 5, 5});
