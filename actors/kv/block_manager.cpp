@@ -38,14 +38,15 @@ BlockManager::BlockManager(const BlockManagerOptions& o)
       host_(o.num_host_blocks, o.block_size) {}
 
 BlockManager::Sequence& BlockManager::get(SeqId seq) {
-  // A step touches each sequence with a check, a commit and a mark in a row: remember the
-  // last one (map nodes never move; free() forgets it).
-  if (last_ != nullptr && last_id_ == seq) return *last_;
+  // A direct-mapped memo in front of the map: the per-token path (check, append, mark for
+  // every running sequence, every step) then skips the hash table. Map nodes never move, and
+  // free() clears the sequence's entry, so a memo hit is always current.
+  MemoEntry& e = memo_[seq & (memo_.size() - 1)];
+  if (e.seq != nullptr && e.id == seq) return *e.seq;
   auto it = seqs_.find(seq);
   if (it == seqs_.end())
     throw std::logic_error("BlockManager: unknown sequence " + std::to_string(seq));
-  last_id_ = seq;
-  last_ = &it->second;
+  e = {seq, &it->second};
   return it->second;
 }
 

@@ -130,8 +130,11 @@ class BlockManager {
   BlockPool device_;
   BlockPool host_;
   std::unordered_map<SeqId, Sequence> seqs_;
-  SeqId last_id_ = 0;           // get()'s memo of the last sequence looked up
-  Sequence* last_ = nullptr;
+  struct MemoEntry {
+    SeqId id = 0;
+    Sequence* seq = nullptr;
+  };
+  std::vector<MemoEntry> memo_ = std::vector<MemoEntry>(4096);  // get()'s memo; size a power of two
   std::uint64_t prefix_queried_tokens_ = 0;
   std::uint64_t prefix_hit_tokens_ = 0;
 };

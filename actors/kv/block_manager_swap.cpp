@@ -47,7 +47,7 @@ void BlockManager::free(SeqId seq) {
   // Release the tail first: it reaches the LRU first and is evicted before the shared prefix.
   const auto& table = it->second.table;
   for (auto b = table.rbegin(); b != table.rend(); ++b) pool.release(*b);
-  if (last_ == &it->second) last_ = nullptr;
+  if (MemoEntry& e = memo_[seq & (memo_.size() - 1)]; e.id == seq) e.seq = nullptr;
   seqs_.erase(it);
 }
 
