@@ -22,6 +22,11 @@ void grow(BlockManager& bm, const SeqGrowth& g, ReserveReply& r) {
     full_table(bm, g.seq, r);
   } else {
     const auto n = static_cast<std::uint32_t>(g.tokens.size());
+    // Not on the device (its swap-in in this same request was refused): no room either.
+    if (bm.contains(g.seq) && bm.is_swapped(g.seq)) {
+      r.no_room.push_back(g.seq);
+      return;
+    }
     if (!bm.can_append(g.seq, n)) {
       r.no_room.push_back(g.seq);
       return;
@@ -44,6 +49,8 @@ void grow(BlockManager& bm, const SeqGrowth& g, ReserveReply& r) {
 
 ReserveReply apply_reservation(BlockManager& bm, const ReserveRequest& req) {
   ReserveReply r;
+  for (SeqId s : req.free)
+    if (bm.contains(s)) bm.free(s);
   for (const auto& group : req.swap_out) {
     if (!bm.can_swap_out(group)) {
       r.no_room.insert(r.no_room.end(), group.begin(), group.end());

@@ -7,8 +7,9 @@
 
 namespace actorlm::kv {
 
-// Throws std::logic_error when the request names an unknown sequence, admits an existing one
-// or grows a swapped one (a scheduler bug); items before the bad one stay applied.
+// Growth of a sequence that is swapped out (its swap-in was refused) is "no room".
+// Throws std::logic_error when the request names an unknown sequence or admits an existing one
+// (a scheduler bug); items before the bad one stay applied.
 ReserveReply apply_reservation(BlockManager&, const ReserveRequest&);
 
 }  // namespace actorlm::kv

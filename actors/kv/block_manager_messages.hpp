@@ -29,9 +29,11 @@ struct ForkOp {
 };
 
 // Everything the block manager must do for one step, applied in this order:
-// swap-outs, swap-ins, forks, growth (in the given order, i.e. scheduling priority).
+// frees (finished, aborted and recompute-preempted sequences), swap-outs, swap-ins, forks,
+// growth (in the given order, i.e. scheduling priority).
 // Each group / fork / growth succeeds or fails as a whole; failures are listed in no_room.
 struct ReserveRequest {
+  std::vector<SeqId> free;                   // unknown ids are ignored (already gone)
   std::vector<std::vector<SeqId>> swap_out;  // groups that move together
   std::vector<std::vector<SeqId>> swap_in;
   std::vector<ForkOp> forks;

@@ -58,7 +58,8 @@ typename Inspector::result_type inspect(Inspector& f, ForkOp& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ReserveRequest& x) {
-  return f(caf::meta::type_name("ReserveRequest"), x.swap_out, x.swap_in, x.forks, x.grow);
+  return f(caf::meta::type_name("ReserveRequest"), x.free, x.swap_out, x.swap_in, x.forks,
+           x.grow);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TableDelta& x) {

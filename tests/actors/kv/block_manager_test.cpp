@@ -288,6 +288,18 @@ BOOST_AUTO_TEST_CASE(serves_what_fits_in_order_and_names_the_rest) {
   BOOST_TEST(!bm.contains(2));
 }
 
+BOOST_AUTO_TEST_CASE(applies_frees_before_growth_so_their_blocks_serve_the_same_step) {
+  BlockManager bm(opts(2));
+  bm.allocate(1, iota_tokens(8), 8);
+  ReserveRequest req;
+  req.free = {1, 99};  // 99 is unknown: ignored
+  req.grow.push_back({2, true, iota_tokens(8, 50), 8, 8});
+  auto r = apply_reservation(bm, req);
+  BOOST_TEST(r.no_room.empty());
+  BOOST_TEST(!bm.contains(1));
+  BOOST_TEST(bm.contains(2));
+}
+
 BOOST_AUTO_TEST_CASE(reports_the_changed_tail_of_a_table_and_the_copy_on_write) {
   BlockManager bm(opts(8));
   bm.allocate(1, iota_tokens(6), 6);

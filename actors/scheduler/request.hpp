@@ -1,0 +1,87 @@
+#pragma once
+// What the scheduler is given (RequestSpec) and what it reports (events and records).
+// Plain C++; times are nanoseconds on the actor clock.
+
+#include "actors/kv/kv_types.hpp"
+#include "actors/shard/shard_messages.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace actorlm::scheduler {
+
+using kv::SeqId;
+using kv::TokenId;
+using shard::RequestId;
+using Time = std::int64_t;  // ns
+
+struct RequestSpec {
+  RequestId id = 0;                    // unique among live requests
+  std::vector<TokenId> prompt;         // non-empty
+  std::uint32_t max_tokens = 16;       // new tokens per sample, >= 1
+  std::uint32_t n = 1;                 // parallel samples sharing the prompt's KV blocks
+  std::int32_t priority = 0;           // lower runs first
+  std::vector<TokenId> stop_token_ids;
+  std::optional<TokenId> eos_token_id;
+  shard::SamplingParams sampling;
+};
+
+enum class SubmitStatus : std::uint8_t {
+  accepted,
+  queue_full,  // the waiting queue holds max_queue_len requests (HTTP: 429)
+  too_long,    // prompt + max_tokens can never fit (model length, KV cache, token budget)
+  invalid,     // empty prompt, zero max_tokens or n, duplicate id
+};
+
+enum class FinishReason : std::uint8_t { length, stop, abort };
+
+struct TokenEvent {
+  RequestId request = 0;
+  std::uint32_t sample = 0;
+  TokenId token = 0;
+  float logprob = 0;
+  std::vector<shard::TopLogprob> top;
+};
+
+struct FinishEvent {
+  RequestId request = 0;
+  std::uint32_t sample = 0;
+  FinishReason reason = FinishReason::length;
+};
+
+// What one executed step produced, in order: tokens, then the samples that finished.
+struct StepEvents {
+  std::vector<TokenEvent> tokens;
+  std::vector<FinishEvent> finished;
+};
+
+// Timestamps of a finished request, for metrics and the simulator's reports.
+struct RequestRecord {
+  RequestId id = 0;
+  std::uint32_t prompt_tokens = 0;
+  std::uint32_t n = 1;
+  Time arrival = 0;
+  Time first_scheduled = -1;
+  Time first_token = -1;
+  Time finished = -1;
+  std::vector<Time> token_times;  // every token of sample 0
+  std::vector<std::uint32_t> output_tokens;        // per sample
+  std::vector<FinishReason> reasons;               // per sample
+  std::uint32_t preemptions = 0;
+};
+
+// One iteration, as planned and executed.
+struct StepRecord {
+  std::uint64_t id = 0;
+  Time start = 0;
+  Time end = 0;
+  std::uint32_t batch_size = 0;       // sequences with work (padding included)
+  std::uint32_t prefill_tokens = 0;
+  std::uint32_t decode_tokens = 0;
+  std::uint32_t kv_used_blocks = 0;   // after the reservation
+  std::uint32_t kv_total_blocks = 0;
+  std::uint32_t preemptions = 0;      // groups preempted while planning this step
+};
+
+}  // namespace actorlm::scheduler

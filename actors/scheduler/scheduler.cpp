@@ -1,0 +1,237 @@
+// Submission, abort, results of executed steps and records. Planning: scheduler_plan.cpp;
+// the block manager's answer: scheduler_reserved.cpp.
+#include "actors/scheduler/scheduler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace actorlm::scheduler {
+
+SchedulerOptions SchedulerOptions::from(const config::Config& c, std::uint32_t device_blocks,
+                                        std::uint32_t host_blocks) {
+  SchedulerOptions o;
+  o.batching = c.engine.batching;
+  o.max_num_seqs = static_cast<std::uint32_t>(c.scheduler.max_num_seqs);
+  o.max_num_batched_tokens = static_cast<std::uint32_t>(c.scheduler.max_num_batched_tokens);
+  o.batch_size = static_cast<std::uint32_t>(c.scheduler.batch_size);
+  o.max_batch_delay = static_cast<Time>(c.scheduler.max_batch_delay_ms * 1e6);
+  o.chunked_prefill = c.scheduler.chunked_prefill;
+  o.preemption = c.scheduler.preemption;
+  o.max_queue_len = static_cast<std::uint32_t>(c.scheduler.max_queue_len);
+  o.max_model_len = static_cast<std::uint32_t>(c.model.max_model_len);
+  o.block_size = static_cast<std::uint32_t>(c.cache.block_size);
+  o.num_device_blocks = device_blocks;
+  o.num_host_blocks = host_blocks;
+  o.watermark = c.cache.watermark;
+  o.prefix_caching = c.cache.prefix_caching;
+  return o;
+}
+
+Scheduler::Scheduler(SchedulerOptions o)
+    : opt_(o), kv_available_(o.num_device_blocks), host_available_(o.num_host_blocks) {}
+
+Scheduler::Request* Scheduler::find(RequestId id) {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+void Scheduler::remove_from(std::vector<RequestId>& v, RequestId id) {
+  v.erase(std::remove(v.begin(), v.end(), id), v.end());
+}
+
+SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
+  if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || requests_.contains(spec.id))
+    return SubmitStatus::invalid;
+  const std::uint64_t total = std::uint64_t(spec.prompt.size()) + spec.max_tokens;
+  const bool reserved = opt_.kv_mode() == kv::AllocationMode::reserved;
+  const std::uint64_t kv_need = std::uint64_t(blocks_for(static_cast<std::uint32_t>(
+                                    reserved ? total : spec.prompt.size()))) *
+                                    (reserved ? spec.n : 1);
+  const std::uint32_t watermark =
+      static_cast<std::uint32_t>(opt_.watermark * opt_.num_device_blocks);
+  if (total > opt_.max_model_len || kv_need + watermark > opt_.num_device_blocks ||
+      (!opt_.chunked_prefill && opt_.batching != config::Batching::dynamic &&
+       spec.prompt.size() > opt_.max_num_batched_tokens) ||
+      spec.n > opt_.max_num_seqs)
+    return SubmitStatus::too_long;
+  if (waiting_.size() >= opt_.max_queue_len) return SubmitStatus::queue_full;
+  Request r;
+  r.order = next_order_++;
+  r.record.id = spec.id;
+  r.record.prompt_tokens = static_cast<std::uint32_t>(spec.prompt.size());
+  r.record.n = spec.n;
+  r.record.arrival = now;
+  r.record.output_tokens.assign(spec.n, 0);
+  r.record.reasons.assign(spec.n, FinishReason::length);
+  Seq s;
+  s.id = next_seq_++;
+  s.tokens = spec.prompt;
+  owner_[s.id] = {spec.id, 0};
+  r.seqs.push_back(std::move(s));
+  r.spec = std::move(spec);
+  const RequestId id = r.spec.id;
+  requests_.emplace(id, std::move(r));
+  waiting_.push_back(id);
+  return SubmitStatus::accepted;
+}
+
+std::vector<FinishEvent> Scheduler::abort(RequestId id, Time now) {
+  Request* r = find(id);
+  if (r == nullptr) return {};
+  StepEvents ev;
+  for (Seq& s : r->seqs)
+    if (!s.finished) finish_sample(*r, s, FinishReason::abort, now, ev);
+  // Samples not yet forked have no sequence: they end too.
+  for (std::uint32_t j = static_cast<std::uint32_t>(r->seqs.size()); j < r->spec.n; ++j) {
+    r->record.reasons[j] = FinishReason::abort;
+    ev.finished.push_back({id, j, FinishReason::abort});
+  }
+  retire(id, now);
+  return ev.finished;
+}
+
+void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEvents& ev) {
+  s.finished = true;
+  r.record.reasons[s.sample] = why;
+  r.record.output_tokens[s.sample] = s.generated;
+  ev.finished.push_back({r.spec.id, s.sample, why});
+  // A sample 0 that finishes on its first token still lends its blocks to the forks of the
+  // other samples: it is freed once they are made (on_reserved).
+  const bool lends = std::any_of(pending_forks_.begin(), pending_forks_.end(),
+                                 [&](const kv::ForkOp& f) { return f.parent == s.id; });
+  if (s.allocated && !lends) {
+    pending_frees_.push_back(s.id);
+    s.allocated = false;
+  }
+}
+
+// Removes a request whose samples have all finished; its record joins the finished ones.
+void Scheduler::retire(RequestId id, Time now) {
+  Request* r = find(id);
+  remove_from(waiting_, id);
+  remove_from(running_, id);
+  remove_from(swapped_, id);
+  remove_from(batch_, id);
+  pending_forks_.erase(std::remove_if(pending_forks_.begin(), pending_forks_.end(),
+                                      [&](const kv::ForkOp& f) {
+                                        return owner_[f.child].first == id;
+                                      }),
+                       pending_forks_.end());
+  r->record.finished = now;
+  for (const Seq& s : r->seqs) {
+    if (s.allocated) pending_frees_.push_back(s.id);  // e.g. a parent kept for its forks
+    owner_.erase(s.id);
+  }
+  finished_records_.push_back(std::move(r->record));
+  requests_.erase(id);
+}
+
+StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
+  if (!in_flight_ || result.step_id != step_id_)
+    throw std::logic_error("Scheduler::on_executed: no such step in flight");
+  in_flight_ = false;
+  StepEvents ev;
+  std::size_t next = 0;
+  std::vector<RequestId> done;
+  for (const Work& w : planned_) {
+    if (w.num_samples == 0) continue;
+    if (next + w.num_samples > result.tokens.size())
+      throw std::logic_error("Scheduler::on_executed: the step result lacks tokens");
+    const std::size_t first = next;
+    next += w.num_samples;
+    Request* r = find(w.request);
+    if (r == nullptr) continue;  // aborted while the step ran
+    if (r->record.first_token < 0) r->record.first_token = now;
+    // n > 1: the prompt's last logits give every sample its first token; samples 1..n-1
+    // become forks of sample 0, created in the block manager by the next reservation.
+    if (w.num_samples > 1) {
+      r->seqs[0].maybe_shared_tail = true;
+      const Seq parent = r->seqs[0];  // a copy: push_back below moves the vector
+      for (std::uint32_t j = 1; j < w.num_samples; ++j) {
+        Seq child = parent;
+        child.id = next_seq_++;
+        child.sample = j;
+        child.allocated = false;  // until the fork is applied
+        owner_[child.id] = {r->spec.id, j};
+        pending_forks_.push_back({parent.id, child.id});
+        r->seqs.push_back(std::move(child));
+      }
+      r->forked = true;
+    }
+    for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+      const shard::SampledToken& t = result.tokens[first + j];
+      Seq& s = r->seqs[w.num_samples > 1 ? j : w.sample];
+      s.tokens.push_back(t.token);
+      ++s.generated;
+      if (s.sample == 0) r->record.token_times.push_back(now);
+      ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, t.top});
+      const auto& stops = r->spec.stop_token_ids;
+      if (std::find(stops.begin(), stops.end(), t.token) != stops.end() ||
+          (r->spec.eos_token_id && *r->spec.eos_token_id == t.token))
+        finish_sample(*r, s, FinishReason::stop, now, ev);
+      else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)
+        finish_sample(*r, s, FinishReason::length, now, ev);
+    }
+    const bool all_done = r->forked || r->spec.n == 1
+                              ? std::all_of(r->seqs.begin(), r->seqs.end(),
+                                            [](const Seq& s) { return s.finished; })
+                              : false;
+    if (all_done) done.push_back(r->spec.id);
+  }
+  if (next != result.tokens.size())
+    throw std::logic_error("Scheduler::on_executed: the step result has extra tokens");
+  // Dynamic batching runs the batch to completion: its finished members stay as padding.
+  for (RequestId id : done) {
+    if (opt_.batching == config::Batching::dynamic) {
+      Request* r = find(id);
+      r->record.finished = now;
+      continue;
+    }
+    retire(id, now);
+  }
+  if (opt_.batching == config::Batching::dynamic && !batch_.empty()) {
+    const bool batch_done = std::all_of(batch_.begin(), batch_.end(), [&](RequestId id) {
+      const Request* r = find(id);
+      return r == nullptr || std::all_of(r->seqs.begin(), r->seqs.end(),
+                                         [](const Seq& s) { return s.finished; });
+    });
+    if (batch_done) {
+      const auto members = batch_;
+      for (RequestId id : members)
+        if (Request* r = find(id)) {
+          const Time t = r->record.finished;
+          retire(id, t >= 0 ? t : now);
+        }
+      batch_.clear();
+    }
+  }
+  current_.end = now;
+  step_records_.push_back(current_);
+  planned_.clear();
+  return ev;
+}
+
+std::vector<SeqId> Scheduler::take_pending_frees() {
+  std::vector<SeqId> out;
+  out.swap(pending_frees_);
+  return out;
+}
+
+SchedulerCounts Scheduler::counts() const {
+  return {static_cast<std::uint32_t>(waiting_.size()), static_cast<std::uint32_t>(running_.size()),
+          static_cast<std::uint32_t>(swapped_.size()), preemptions_};
+}
+
+std::vector<RequestRecord> Scheduler::take_finished_records() {
+  std::vector<RequestRecord> out;
+  out.swap(finished_records_);
+  return out;
+}
+
+std::vector<StepRecord> Scheduler::take_step_records() {
+  std::vector<StepRecord> out;
+  out.swap(step_records_);
+  return out;
+}
+
+}  // namespace actorlm::scheduler

@@ -1,0 +1,165 @@
+#pragma once
+// The scheduler policy: queues, batching regimes, preemption, admission control, finish
+// conditions. Plain C++ with no CAF include; the scheduler actor drives it once per iteration:
+//
+//   plan(now)          -> kv::ReserveRequest   (to the block-manager actor)
+//   on_reserved(reply) -> shard::Step          (to every shard)
+//   on_executed(result, now) -> StepEvents     (tokens and finishes for the request sinks)
+//
+// One step is in flight at a time. The policy keeps a mirror of every sequence's block table
+// (from the reply's deltas) and of the free blocks (from the reply's stats), so it can budget
+// a step and choose preemption victims before asking; a "no room" answer (only possible when
+// that estimate was optimistic, e.g. blocks shared with other requests) drops the sequence
+// from this step and it is retried in the next.
+
+#include "actors/config/config.hpp"
+#include "actors/kv/block_manager_messages.hpp"
+#include "actors/scheduler/request.hpp"
+#include "actors/shard/shard_messages.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+namespace actorlm::scheduler {
+
+struct SchedulerOptions {
+  config::Batching batching = config::Batching::paged;
+  std::uint32_t max_num_seqs = 256;
+  std::uint32_t max_num_batched_tokens = 8192;
+  std::uint32_t batch_size = 4;            // dynamic
+  Time max_batch_delay = 100'000'000;      // dynamic, ns
+  bool chunked_prefill = false;
+  config::Preemption preemption = config::Preemption::automatic;
+  std::uint32_t max_queue_len = 1024;
+  std::uint32_t max_model_len = 2048;
+  // The block manager's geometry (it must be built with the same numbers).
+  std::uint32_t block_size = 16;
+  std::uint32_t num_device_blocks = 0;
+  std::uint32_t num_host_blocks = 0;
+  double watermark = 0.01;
+  bool prefix_caching = true;  // lets admission count the prompt blocks samples share
+  // Aging: a waiting request gains this many priority levels per second waited.
+  double aging_per_s = 1.0;
+  // Modelled costs that decide "auto" preemption: recompute its tokens, or move its blocks
+  // out and back in (the simulator supplies its own; these suit a PCIe 4 GPU).
+  double recompute_s_per_token = 5e-5;
+  double swap_s_per_block = 2e-5;
+
+  static SchedulerOptions from(const config::Config&, std::uint32_t num_device_blocks,
+                               std::uint32_t num_host_blocks);
+  // Allocation mode the block manager must use: paged, or reserved for dynamic/continuous.
+  kv::AllocationMode kv_mode() const {
+    return batching == config::Batching::paged ? kv::AllocationMode::paged
+                                               : kv::AllocationMode::reserved;
+  }
+};
+
+struct SchedulerCounts {
+  std::uint32_t waiting = 0, running = 0, swapped = 0;  // requests
+  std::uint64_t preemptions = 0;
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerOptions);
+
+  const SchedulerOptions& options() const { return opt_; }
+  SubmitStatus submit(RequestSpec, Time now);
+  // Cancels a request in any state; returns its samples' finish events (empty if unknown).
+  // Its blocks are freed by the next reservation, before anything else in it.
+  std::vector<FinishEvent> abort(RequestId, Time now);
+
+  // Plans the next step; nullopt when there is nothing to run now (see next_wakeup()).
+  std::optional<kv::ReserveRequest> plan(Time now);
+  // When the dynamic regime's batching delay ends, if it is waiting for one.
+  std::optional<Time> next_wakeup() const;
+  shard::Step on_reserved(const kv::ReserveReply&);
+  StepEvents on_executed(const shard::StepResult&, Time now);
+
+  bool in_flight() const { return in_flight_; }
+  bool has_work() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
+  // Sequences to free while no step is planned (an abort when idle): send as kv_abort.
+  std::vector<SeqId> take_pending_frees();
+  SchedulerCounts counts() const;
+  std::vector<RequestRecord> take_finished_records();
+  std::vector<StepRecord> take_step_records();
+
+ private:
+  struct Seq {
+    SeqId id = 0;
+    std::uint32_t sample = 0;
+    std::vector<TokenId> tokens;       // prompt, then this sample's generated tokens
+    std::uint32_t generated = 0;
+    std::uint32_t slots = 0;           // tokens with KV slots in the block manager
+    std::uint32_t computed = 0;        // tokens whose KV is written
+    std::vector<kv::BlockId> table;    // mirror of the block manager's table
+    bool allocated = false;            // known to the block manager (device or host)
+    bool maybe_shared_tail = false;    // forked since its last append: may copy on write
+    bool finished = false;
+  };
+  enum class State : std::uint8_t { waiting, running, swapped };
+  struct Request {
+    RequestSpec spec;
+    State state = State::waiting;
+    std::uint64_t order = 0;           // arrival order: FCFS within a priority
+    std::vector<Seq> seqs;             // index = sample; one until the prompt is done
+    bool forked = false;               // n > 1 samples created
+    RequestRecord record;
+  };
+  // One sequence's work in the step being planned.
+  struct Work {
+    RequestId request = 0;
+    std::uint32_t sample = 0;
+    std::uint32_t begin = 0, end = 0;  // token range processed: [begin, end)
+    std::uint32_t num_samples = 0;
+    bool admit = false;
+    bool padding = false;
+  };
+
+  struct Budget;  // what the step being planned may still use (scheduler_plan.cpp)
+  // plan() helpers (scheduler_plan.cpp)
+  double effective_priority(const Request&, Time now) const;
+  std::vector<RequestId> sorted(const std::vector<RequestId>&, Time now, bool aging) const;
+  std::uint32_t blocks_for(std::uint32_t tokens) const;
+  std::uint32_t growth_blocks(const Seq&, std::uint32_t end) const;
+  std::uint32_t admission_blocks(const Request&) const;
+  std::uint32_t distinct_blocks(const Request&) const;
+  bool plan_request_work(Request&, Budget&);
+  void preempt(Request&, Budget&, kv::ReserveRequest&);
+  void plan_dynamic(Time now, Budget&, kv::ReserveRequest&);
+  void plan_admissions(Time now, Budget&, kv::ReserveRequest&, std::uint32_t max_requests);
+  void admit(Request&, Budget&, kv::ReserveRequest&);
+  void add_growth(const Request&, const Seq&, const Work&, kv::ReserveRequest&);
+  // bookkeeping (scheduler.cpp)
+  Request* find(RequestId);
+  void finish_sample(Request&, Seq&, FinishReason, Time now, StepEvents&);
+  void retire(RequestId, Time now);
+  void remove_from(std::vector<RequestId>&, RequestId);
+  shard::SeqWork make_work(const Request&, const Seq&, const Work&) const;
+
+  SchedulerOptions opt_;
+  std::unordered_map<RequestId, Request> requests_;
+  std::unordered_map<SeqId, std::pair<RequestId, std::uint32_t>> owner_;  // seq -> (request, sample)
+  std::vector<RequestId> waiting_, running_, swapped_;
+  std::vector<RequestId> batch_;          // dynamic: the batch being run to completion
+  std::vector<SeqId> pending_frees_;
+  std::vector<kv::ForkOp> pending_forks_;
+  std::uint64_t next_order_ = 0;
+  SeqId next_seq_ = 1;
+  std::uint32_t kv_available_;            // free + cached device blocks after the last reply
+  std::uint32_t host_available_;
+  std::uint32_t kv_used_ = 0;
+  bool in_flight_ = false;
+  std::uint64_t step_id_ = 0;
+  std::vector<Work> planned_;
+  std::vector<RequestId> swapping_in_;    // swap-ins asked for by the step being planned
+  std::vector<RequestId> swapping_out_;   // swap-outs asked for by the step being planned
+  StepRecord current_;
+  std::uint64_t preemptions_ = 0;
+  std::vector<RequestRecord> finished_records_;
+  std::vector<StepRecord> step_records_;
+};
+
+}  // namespace actorlm::scheduler

@@ -1,0 +1,150 @@
+// on_reserved(): folds the block manager's answer into the mirror and builds the shard step.
+#include "actors/scheduler/scheduler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <unordered_set>
+
+namespace actorlm::scheduler {
+
+shard::SeqWork Scheduler::make_work(const Request& r, const Seq& s, const Work& w) const {
+  shard::SeqWork out;
+  out.seq = s.id;
+  out.request = r.spec.id;
+  out.sample = s.sample;
+  out.padding = w.padding;
+  out.sampling = r.spec.sampling;
+  if (w.padding) return out;
+  out.tokens.assign(s.tokens.begin() + w.begin, s.tokens.begin() + w.end);
+  out.first_position = w.begin;
+  out.block_table = s.table;
+  out.num_samples = w.num_samples;
+  return out;
+}
+
+shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
+  if (!in_flight_) throw std::logic_error("Scheduler::on_reserved: no step planned");
+  auto seq_of = [&](SeqId id) -> Seq* {
+    auto it = owner_.find(id);
+    if (it == owner_.end()) return nullptr;
+    Request* r = find(it->second.first);
+    return r == nullptr ? nullptr : &r->seqs[it->second.second];
+  };
+  // 1. Block tables.
+  std::unordered_set<SeqId> whole_table;  // sequences whose whole table was (re)sent
+  for (const auto& d : reply.tables)
+    if (Seq* s = seq_of(d.seq)) {
+      s->table.resize(d.first);
+      s->table.insert(s->table.end(), d.blocks.begin(), d.blocks.end());
+      if (d.first == 0) whole_table.insert(d.seq);
+    }
+  const std::unordered_set<SeqId> no_room(reply.no_room.begin(), reply.no_room.end());
+  std::unordered_set<RequestId> dropped;  // requests whose work leaves this step
+
+  // 2. Forks applied now; those refused or not sent are retried with the next reservation.
+  std::erase_if(pending_forks_, [&](const kv::ForkOp& f) {
+    if (no_room.contains(f.child) || !whole_table.contains(f.child)) return false;
+    if (Seq* c = seq_of(f.child)) {
+      c->allocated = true;
+      c->slots = c->computed = static_cast<std::uint32_t>(c->tokens.size()) - 1;
+      c->maybe_shared_tail = true;
+    }
+    return true;
+  });
+  // A finished parent whose forks are all made is freed now.
+  for (auto& [id, req] : requests_)
+    for (Seq& s : req.seqs)
+      if (s.finished && s.allocated &&
+          std::none_of(pending_forks_.begin(), pending_forks_.end(),
+                       [&](const kv::ForkOp& f) { return f.parent == s.id; })) {
+        pending_frees_.push_back(s.id);
+        s.allocated = false;
+      }
+  // 3. A refused swap-out leaves the request running (preempted again if still needed).
+  for (RequestId id : swapping_out_) {
+    Request& r = requests_.at(id);
+    if (std::any_of(r.seqs.begin(), r.seqs.end(),
+                    [&](const Seq& s) { return s.allocated && no_room.contains(s.id); })) {
+      remove_from(swapped_, id);
+      r.state = State::running;
+      running_.push_back(id);
+    }
+  }
+  // 4. A refused swap-in (no whole table came back) leaves the request swapped.
+  for (RequestId id : swapping_in_) {
+    Request& r = requests_.at(id);
+    const bool in = std::all_of(r.seqs.begin(), r.seqs.end(), [&](const Seq& s) {
+      return !s.allocated || whole_table.contains(s.id);
+    });
+    if (in) continue;
+    remove_from(running_, id);
+    r.state = State::swapped;
+    swapped_.push_back(id);
+    dropped.insert(id);
+  }
+  // 5. Admissions: a refused one goes back to waiting, freeing any of its samples that got in.
+  for (const Work& w : planned_) {
+    if (!w.admit || dropped.contains(w.request)) continue;
+    Request& r = requests_.at(w.request);
+    if (!no_room.contains(r.seqs[w.sample].id)) continue;
+    dropped.insert(w.request);
+    for (Seq& s : r.seqs) {
+      if (!s.finished && !no_room.contains(s.id)) pending_frees_.push_back(s.id);
+      s.allocated = false;
+      s.slots = s.computed = 0;
+      s.table.clear();
+    }
+    remove_from(running_, w.request);
+    remove_from(batch_, w.request);
+    r.state = State::waiting;
+    waiting_.push_back(w.request);
+  }
+  for (const auto& a : reply.admitted)
+    if (Seq* s = seq_of(a.seq); s != nullptr && !dropped.contains(owner_.at(a.seq).first)) {
+      s->allocated = true;
+      s->slots = static_cast<std::uint32_t>(s->tokens.size());
+      s->computed = std::max(s->computed, a.cached_tokens);
+    }
+  // 6. Growth refused: that sequence sits this step out.
+  std::erase_if(planned_, [&](const Work& w) {
+    if (dropped.contains(w.request) || !requests_.contains(w.request)) return true;
+    return !w.padding && no_room.contains(requests_.at(w.request).seqs[w.sample].id);
+  });
+
+  // 7. The step.
+  shard::Step step;
+  step.id = step_id_;
+  step.block_size = opt_.block_size;
+  step.copies = reply.copies;
+  step.swap_out = reply.swap_out;
+  step.swap_in = reply.swap_in;
+  std::erase_if(planned_, [&](Work& w) {
+    if (w.padding) return false;
+    Seq& s = requests_.at(w.request).seqs[w.sample];
+    w.begin = std::max(w.begin, s.computed);  // prefix-cache hits shorten the prefill
+    return w.begin >= w.end && w.num_samples == 0;
+  });
+  for (Work& w : planned_) {
+    Request& r = requests_.at(w.request);
+    Seq& s = r.seqs[w.sample];
+    if (!w.padding) {
+      if (w.begin >= w.end) w.begin = w.end - 1;  // a sampling position is always computed
+      const bool decode = !w.admit && w.end - w.begin == 1 && s.computed + 1 == s.tokens.size() &&
+                          s.generated > 0;
+      if (w.end > s.slots) s.maybe_shared_tail = false;  // grew: any copy-on-write is done
+      s.slots = std::max(s.slots, w.end);
+      s.computed = w.end;
+      (decode ? current_.decode_tokens : current_.prefill_tokens) += w.end - w.begin;
+    }
+    step.seqs.push_back(make_work(r, s, w));
+  }
+  kv_available_ = reply.stats.device_free + reply.stats.device_cached;
+  host_available_ = reply.stats.host_total - reply.stats.host_used;
+  kv_used_ = reply.stats.device_used;
+  current_.batch_size = static_cast<std::uint32_t>(step.seqs.size());
+  current_.kv_used_blocks = reply.stats.device_used;
+  current_.kv_total_blocks = reply.stats.device_total;
+  return step;
+}
+
+}  // namespace actorlm::scheduler

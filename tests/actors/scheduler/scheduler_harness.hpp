@@ -1,0 +1,172 @@
+#pragma once
+// Drives the scheduler policy against the real BlockManager through apply_reservation (the
+// block-manager actor's own code path) and a scripted model: the token a sample produces at
+// position p is a fixed function of (request, sample, p), so the exact output of every request
+// is known in advance, with or without preemption. Checks the step-level invariants as it goes.
+
+#include "actors/kv/block_manager.hpp"
+#include "actors/kv/block_manager_batch.hpp"
+#include "actors/scheduler/scheduler.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <map>
+#include <random>
+
+namespace actorlm::scheduler::testing {
+
+inline constexpr TokenId stop_token = 10;
+
+inline TokenId scripted_token(RequestId r, std::uint32_t sample, std::uint32_t position) {
+  std::uint64_t h = r * 0x9E3779B97F4A7C15ull ^ (std::uint64_t(sample) << 32) ^ position;
+  h ^= h >> 31;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 29;
+  return TokenId(10 + h % 150);  // stop_token about once in 150
+}
+
+// How often the interesting paths ran, so a test can require that they did.
+struct Coverage {
+  std::uint64_t swap_outs = 0, swap_ins = 0, copies = 0, prefix_hits = 0, padding_rows = 0;
+  std::uint64_t chunks = 0, forks = 0, no_room = 0;
+};
+
+struct Outcome {
+  std::vector<std::vector<TokenId>> tokens;  // per sample
+  std::vector<int> finishes;                 // per sample: how many finish events
+  std::vector<FinishReason> reasons;
+};
+
+class Harness {
+ public:
+  Harness(SchedulerOptions o) : sched_(o), bm_(bm_options(o)) {}
+
+  static kv::BlockManagerOptions bm_options(const SchedulerOptions& o) {
+    kv::BlockManagerOptions b;
+    b.num_device_blocks = o.num_device_blocks;
+    b.num_host_blocks = o.num_host_blocks;
+    b.block_size = o.block_size;
+    b.watermark = o.watermark;
+    b.mode = o.kv_mode();
+    return b;
+  }
+
+  Scheduler& scheduler() { return sched_; }
+  kv::BlockManager& block_manager() { return bm_; }
+  Time now() const { return now_; }
+  void advance_to(Time t) { now_ = std::max(now_, t); }
+  const std::map<RequestId, Outcome>& outcomes() const { return out_; }
+  const std::map<RequestId, RequestSpec>& specs() const { return specs_; }
+  std::uint64_t steps() const { return steps_; }
+  const Coverage& coverage() const { return cov_; }
+  std::uint32_t max_running_seqs() const { return max_running_; }
+
+  SubmitStatus submit(RequestSpec spec) {
+    const auto st = sched_.submit(spec, now_);
+    if (st == SubmitStatus::accepted) {
+      auto& o = out_[spec.id];
+      o.tokens.assign(spec.n, {});
+      o.finishes.assign(spec.n, 0);
+      o.reasons.assign(spec.n, FinishReason::length);
+      specs_[spec.id] = std::move(spec);
+    }
+    return st;
+  }
+
+  void abort(RequestId id) { record(sched_.abort(id, now_)); }
+
+  // Runs one step if there is one to run now; returns false otherwise.
+  bool step(Time step_ns = 1'000'000) {
+    auto req = sched_.plan(now_);
+    if (!req) return false;
+    const auto reply = kv::apply_reservation(bm_, *req);
+    cov_.swap_outs += !reply.swap_out.empty();
+    cov_.swap_ins += !reply.swap_in.empty();
+    cov_.copies += reply.copies.size();
+    cov_.forks += req->forks.size();
+    cov_.no_room += reply.no_room.size();
+    for (const auto& a : reply.admitted) cov_.prefix_hits += a.cached_tokens > 0;
+    const auto st = sched_.on_reserved(reply);
+    for (const auto& w : st.seqs) {
+      cov_.padding_rows += w.padding;
+      cov_.chunks += !w.padding && w.num_samples == 0;
+    }
+    check_step(st);
+    shard::StepResult result;
+    result.step_id = st.id;
+    for (const auto& w : st.seqs)
+      for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+        const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
+        const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
+        result.tokens.push_back({w.seq, scripted_token(w.request, sample, pos), -1.0f, {}});
+      }
+    now_ += step_ns;
+    const auto ev = sched_.on_executed(result, now_);
+    for (const auto& t : ev.tokens) out_[t.request].tokens[t.sample].push_back(t.token);
+    record(ev.finished);
+    ++steps_;
+    return true;
+  }
+
+  // Expected output of a sample run to completion: scripted tokens up to the first stop token
+  // (included) or max_tokens.
+  std::vector<TokenId> expected(RequestId id, std::uint32_t sample) const {
+    const auto& spec = specs_.at(id);
+    std::vector<TokenId> v;
+    for (std::uint32_t k = 0; k < spec.max_tokens; ++k) {
+      v.push_back(scripted_token(id, sample, static_cast<std::uint32_t>(spec.prompt.size()) + k));
+      if (v.back() == stop_token) break;
+    }
+    return v;
+  }
+
+  // Frees what the scheduler still owes the block manager.
+  void drain_frees() {
+    for (auto s : sched_.take_pending_frees())
+      if (bm_.contains(s)) bm_.free(s);
+  }
+
+ private:
+  void record(const std::vector<FinishEvent>& fin) {
+    for (const auto& f : fin) {
+      out_[f.request].finishes[f.sample]++;
+      out_[f.request].reasons[f.sample] = f.reason;
+    }
+  }
+
+  void check_step(const shard::Step& st) {
+    const auto& o = sched_.options();
+    std::uint32_t tokens = 0, seqs = 0;
+    for (const auto& w : st.seqs) {
+      ++seqs;
+      if (w.padding) continue;
+      tokens += static_cast<std::uint32_t>(w.tokens.size());
+      BOOST_REQUIRE(!w.tokens.empty());
+      // The scheduler's mirror of the table is the block manager's, and the slots exist.
+      BOOST_REQUIRE(bm_.contains(w.seq));
+      const auto table = bm_.block_table(w.seq);
+      BOOST_REQUIRE(std::equal(w.block_table.begin(), w.block_table.end(), table.begin(), table.end()));
+      const auto held = bm_.tokens(w.seq);
+      BOOST_REQUIRE(w.first_position + w.tokens.size() <= held.size());
+      BOOST_REQUIRE(std::equal(w.tokens.begin(), w.tokens.end(), held.begin() + w.first_position));
+    }
+    if (o.batching != config::Batching::dynamic) {
+      BOOST_REQUIRE(seqs <= o.max_num_seqs);
+      BOOST_REQUIRE(tokens <= o.max_num_batched_tokens);
+    }
+    const auto stats = bm_.stats();
+    BOOST_REQUIRE(stats.device_used <= stats.device_total);
+    max_running_ = std::max(max_running_, seqs);
+  }
+
+  Scheduler sched_;
+  kv::BlockManager bm_;
+  Time now_ = 0;
+  std::map<RequestId, Outcome> out_;
+  std::map<RequestId, RequestSpec> specs_;
+  std::uint64_t steps_ = 0;
+  std::uint32_t max_running_ = 0;
+  Coverage cov_;
+};
+
+}  // namespace actorlm::scheduler::testing
