@@ -23,7 +23,7 @@ struct RequestSpec {
   std::uint32_t n = 1;                 // parallel samples sharing the prompt's KV blocks
   std::int32_t priority = 0;           // lower runs first
   std::vector<TokenId> stop_token_ids;
-  std::optional<TokenId> eos_token_id;
+  TokenId eos_token_id = -1;           // < 0: none
   shard::SamplingParams sampling;
 };
 

@@ -167,7 +167,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, t.top});
       const auto& stops = r->spec.stop_token_ids;
       if (std::find(stops.begin(), stops.end(), t.token) != stops.end() ||
-          (r->spec.eos_token_id && *r->spec.eos_token_id == t.token))
+          (r->spec.eos_token_id >= 0 && r->spec.eos_token_id == t.token))
         finish_sample(*r, s, FinishReason::stop, now, ev);
       else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)
         finish_sample(*r, s, FinishReason::length, now, ev);

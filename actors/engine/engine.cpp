@@ -1,0 +1,72 @@
+#include "actors/engine/engine.hpp"
+
+#include "actors/kv/block_manager_actor.hpp"
+#include "actors/scheduler/scheduler_actor.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace actorlm::engine {
+
+EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
+                          const ShardFactory& make_shard) {
+  if (kv.device_blocks == 0)
+    throw std::invalid_argument("engine: the KV cache has no blocks (memory budget too small?)");
+  if (!make_shard) throw std::invalid_argument("engine: no shard factory for backend '" +
+                                               std::string(config::to_string(cfg.engine.backend)) + "'");
+  const auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
+  kv::BlockManagerOptions bm;
+  bm.num_device_blocks = kv.device_blocks;
+  bm.num_host_blocks = kv.host_blocks;
+  bm.block_size = opt.block_size;
+  bm.watermark = opt.watermark;
+  bm.prefix_caching = cfg.cache.prefix_caching;
+  bm.mode = opt.kv_mode();
+  EngineActors a;
+  a.block_manager = kv::spawn_block_manager(sys, bm);
+  const auto world = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  for (std::uint32_t rank = 0; rank < world; ++rank) a.shards.push_back(make_shard(sys, rank, world));
+  a.scheduler = scheduler::spawn_scheduler(sys, opt, a.block_manager, a.shards);
+  return a;
+}
+
+void stop_engine(const EngineActors& a) {
+  caf::anon_send_exit(a.scheduler, caf::exit_reason::user_shutdown);
+  for (const auto& s : a.shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(a.block_manager, caf::exit_reason::user_shutdown);
+}
+
+Engine::Engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
+               const ShardFactory& make_shard)
+    : actors_(spawn_engine(sys, cfg, kv, make_shard)), self_(sys) {}
+
+Engine::~Engine() { stop_engine(actors_); }
+
+scheduler::SubmitStatus Engine::submit(scheduler::RequestSpec spec, scheduler::token_sink sink) {
+  auto status = scheduler::SubmitStatus::invalid;
+  self_->request(actors_.scheduler, caf::infinite, std::move(spec), std::move(sink))
+      .receive([&](scheduler::SubmitStatus s) { status = s; },
+               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+  return status;
+}
+
+bool Engine::abort(scheduler::RequestId id) {
+  bool known = false;
+  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_abort_atom::value, id)
+      .receive([&](bool k) { known = k; },
+               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+  return known;
+}
+
+scheduler::EngineStats Engine::stats() {
+  scheduler::EngineStats out;
+  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_stats_atom::value)
+      .receive([&](scheduler::EngineStats& s) { out = std::move(s); },
+               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+  return out;
+}
+
+}  // namespace actorlm::engine

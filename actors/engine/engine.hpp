@@ -1,0 +1,59 @@
+#pragma once
+// The engine wires the runtime: a block-manager actor, tensor_parallel_degree shard actors of
+// the configured backend, and the scheduler actor that drives them. Two ways to use it:
+// spawn_engine() hands back the actor handles (for code that is itself an actor, or tests on
+// CAF's test coordinator); Engine is a blocking C++ facade over them (submit / abort / stats).
+
+#include "actors/config/config.hpp"
+#include "actors/scheduler/scheduler_protocol.hpp"
+
+#include <caf/scoped_actor.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace caf { class actor_system; }
+
+namespace actorlm::engine {
+
+// Creates the shard actor of one tensor-parallel rank (rank in [0, world)).
+using ShardFactory =
+    std::function<shard::shard_actor(caf::actor_system&, std::uint32_t rank, std::uint32_t world)>;
+
+// How many KV blocks the backend's memory budget leaves (device, and host for swap).
+struct KvCapacity {
+  std::uint32_t device_blocks = 0;
+  std::uint32_t host_blocks = 0;
+};
+
+struct EngineActors {
+  kv::block_manager_actor block_manager;
+  std::vector<shard::shard_actor> shards;
+  scheduler::scheduler_actor scheduler;
+};
+
+// Throws std::invalid_argument when the configuration cannot be served (no KV blocks...).
+EngineActors spawn_engine(caf::actor_system&, const config::Config&, KvCapacity,
+                          const ShardFactory&);
+// Stops every actor of the engine.
+void stop_engine(const EngineActors&);
+
+class Engine {
+ public:
+  Engine(caf::actor_system&, const config::Config&, KvCapacity, const ShardFactory&);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  scheduler::SubmitStatus submit(scheduler::RequestSpec, scheduler::token_sink sink);
+  bool abort(scheduler::RequestId);
+  scheduler::EngineStats stats();
+  const EngineActors& actors() const { return actors_; }
+
+ private:
+  EngineActors actors_;
+  caf::scoped_actor self_;
+};
+
+}  // namespace actorlm::engine

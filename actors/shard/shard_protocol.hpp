@@ -1,0 +1,53 @@
+#pragma once
+// Typed interface of a shard actor (one per tensor-parallel rank, any backend), and inspect()
+// for its messages so they can cross the network. Include only where CAF is used.
+//
+// Every rank receives each Step; rank 0's StepResult carries the sampled tokens and the step's
+// duration; the scheduler sends to the other ranks without awaiting them.
+
+#include "actors/kv/block_manager_protocol.hpp"
+#include "actors/shard/shard_messages.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+namespace actorlm::shard {
+
+using shard_actor = caf::typed_actor<caf::replies_to<Step>::with<StepResult>>;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
+  return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
+           x.seed, x.logprobs, x.top_logprobs);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SeqWork& x) {
+  return f(caf::meta::type_name("SeqWork"), x.seq, x.request, x.sample, x.tokens,
+           x.first_position, x.block_table, x.num_samples, x.padding, x.sampling);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Step& x) {
+  return f(caf::meta::type_name("Step"), x.id, x.block_size, x.seqs, x.copies, x.swap_out,
+           x.swap_in);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, TopLogprob& x) {
+  return f(caf::meta::type_name("TopLogprob"), x.token, x.logprob);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
+  return f(caf::meta::type_name("SampledToken"), x.seq, x.token, x.logprob, x.top);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
+  return f(caf::meta::type_name("StepResult"), x.step_id, x.tokens, x.duration_ns);
+}
+
+inline void add_shard_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<Step>("actorlm::shard::Step");
+  cfg.add_message_type<StepResult>("actorlm::shard::StepResult");
+}
+
+}  // namespace actorlm::shard

@@ -1,0 +1,69 @@
+#pragma once
+// A test double for a shard (tests only; not a backend): it answers each step with the
+// scripted tokens (tests/actors/scheduler/scheduler_harness.hpp's scripted_token) after a
+// fixed duration of actor-clock time, and records which steps each rank received.
+
+#include "actors/shard/shard_protocol.hpp"
+#include "tests/actors/scheduler/scheduler_harness.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <chrono>
+#include <map>
+#include <vector>
+
+namespace actorlm::testing {
+
+struct ShardLog {
+  std::map<std::uint32_t, std::vector<std::uint64_t>> steps_by_rank;
+};
+
+using shard_done_atom = caf::atom_constant<caf::atom("sh_done")>;
+
+struct ScriptedShardState {
+  std::map<std::uint64_t, caf::typed_response_promise<shard::StepResult>> pending;
+  static inline const char* name = "scripted_shard";
+};
+
+inline shard::StepResult scripted_result(const shard::Step& step, std::int64_t step_ns) {
+  shard::StepResult r;
+  r.step_id = step.id;
+  r.duration_ns = step_ns;
+  for (const auto& w : step.seqs)
+    for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
+      const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
+      r.tokens.push_back({w.seq, scheduler::testing::scripted_token(w.request, sample, pos), -0.5f, {}});
+    }
+  return r;
+}
+
+inline shard::shard_actor spawn_scripted_shard(caf::actor_system& sys, std::uint32_t rank,
+                                               std::int64_t step_ns, ShardLog* log) {
+  using actor_t = caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
+                                   caf::reacts_to<shard_done_atom, shard::StepResult>>;
+  auto fn = [rank, step_ns, log](actor_t::stateful_pointer<ScriptedShardState> self)
+      -> actor_t::behavior_type {
+    return {
+        [=](const shard::Step& step) -> caf::result<shard::StepResult> {
+          if (log != nullptr) log->steps_by_rank[rank].push_back(step.id);
+          if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
+          auto rp = self->make_response_promise<shard::StepResult>();
+          self->state.pending.emplace(step.id, rp);
+          self->delayed_send(self, std::chrono::nanoseconds(step_ns), shard_done_atom::value,
+                             scripted_result(step, step_ns));
+          return rp;
+        },
+        [=](shard_done_atom, shard::StepResult& r) {
+          auto it = self->state.pending.find(r.step_id);
+          it->second.deliver(std::move(r));
+          self->state.pending.erase(it);
+        },
+    };
+  };
+  return caf::actor_cast<shard::shard_actor>(sys.spawn(fn));
+}
+
+}  // namespace actorlm::testing
