@@ -10,6 +10,7 @@ packages=(
   libboost-test-dev       # Boost.Test
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev           # prefix-cache block hashes
+  libjemalloc-dev         # the actorlm binary's allocator
 )
 
 missing=()

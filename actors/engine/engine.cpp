@@ -69,4 +69,12 @@ scheduler::EngineStats Engine::stats() {
   return out;
 }
 
+std::vector<scheduler::StepRecord> Engine::take_step_records() {
+  std::vector<scheduler::StepRecord> out;
+  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_records_atom::value)
+      .receive([&](std::vector<scheduler::StepRecord>& r) { out = std::move(r); },
+               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+  return out;
+}
+
 }  // namespace actorlm::engine

@@ -49,6 +49,7 @@ class Engine {
   scheduler::SubmitStatus submit(scheduler::RequestSpec, scheduler::token_sink sink);
   bool abort(scheduler::RequestId);
   scheduler::EngineStats stats();
+  std::vector<scheduler::StepRecord> take_step_records();
   const EngineActors& actors() const { return actors_; }
 
  private:

@@ -206,6 +206,8 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
     }
   }
   current_.end = now;
+  // Kept until taken; a daemon nobody asks keeps the latest 65,536 and drops older halves.
+  if (step_records_.size() >= 65536) step_records_.erase(step_records_.begin(), step_records_.begin() + 32768);
   step_records_.push_back(current_);
   planned_.clear();
   return ev;

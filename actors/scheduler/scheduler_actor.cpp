@@ -33,12 +33,22 @@ Time now(self_ptr self) {
       .count();
 }
 
+// One message per sink per step, however many of its requests produced tokens.
 void deliver(self_ptr self, const StepEvents& ev) {
   auto& sinks = self->state.sinks;
+  std::unordered_map<caf::abstract_actor*, std::pair<token_sink, SinkBatch>> out;
+  auto batch_of = [&](RequestId id) -> SinkBatch* {
+    auto it = sinks.find(id);
+    if (it == sinks.end()) return nullptr;
+    auto& slot = out[caf::actor_cast<caf::abstract_actor*>(it->second)];
+    if (!slot.first) slot.first = it->second;
+    return &slot.second;
+  };
   for (const auto& t : ev.tokens)
-    if (auto it = sinks.find(t.request); it != sinks.end()) self->send(it->second, t);
+    if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(t);
   for (const auto& f : ev.finished)
-    if (auto it = sinks.find(f.request); it != sinks.end()) self->send(it->second, f);
+    if (SinkBatch* b = batch_of(f.request)) b->finished.push_back(f);
+  for (auto& [ptr, slot] : out) self->send(slot.first, std::move(slot.second));
   for (const auto& rec : self->state.policy->take_finished_records()) sinks.erase(rec.id);
 }
 
@@ -120,6 +130,7 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
       [self](sched_stats_atom) {
         return EngineStats{self->state.policy->counts(), self->state.kv, self->state.steps};
       },
+      [self](sched_records_atom) { return self->state.policy->take_step_records(); },
       [self](sched_tick_atom) {
         self->state.tick_pending = false;
         iterate(self);

@@ -24,13 +24,23 @@ double Scheduler::effective_priority(const Request& r, Time now) const {
 // Lower (effective) priority first, then arrival order.
 std::vector<RequestId> Scheduler::sorted(const std::vector<RequestId>& ids, Time now,
                                          bool aging) const {
-  std::vector<std::pair<double, std::uint64_t>> keys;
-  std::vector<RequestId> out = ids;
-  auto key = [&](RequestId id) {
-    const Request& r = requests_.at(id);
-    return std::make_pair(aging ? effective_priority(r, now) : double(r.spec.priority), r.order);
+  struct Key {
+    double priority;
+    std::uint64_t order;
+    RequestId id;
   };
-  std::stable_sort(out.begin(), out.end(), [&](RequestId a, RequestId b) { return key(a) < key(b); });
+  std::vector<Key> keys;
+  keys.reserve(ids.size());
+  for (RequestId id : ids) {
+    const Request& r = requests_.at(id);
+    keys.push_back({aging ? effective_priority(r, now) : double(r.spec.priority), r.order, id});
+  }
+  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    return a.priority != b.priority ? a.priority < b.priority : a.order < b.order;
+  });
+  std::vector<RequestId> out;
+  out.reserve(keys.size());
+  for (const Key& k : keys) out.push_back(k.id);
   return out;
 }
 

@@ -16,9 +16,18 @@ namespace actorlm::scheduler {
 using sched_abort_atom = caf::atom_constant<caf::atom("s_abort")>;
 using sched_stats_atom = caf::atom_constant<caf::atom("s_stats")>;
 using sched_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
+using sched_records_atom = caf::atom_constant<caf::atom("s_records")>;
 
-// Receives one request's tokens as they are sampled, then one FinishEvent per sample.
-using token_sink = caf::typed_actor<caf::reacts_to<TokenEvent>, caf::reacts_to<FinishEvent>>;
+// What one step produced for the requests of one sink: their tokens in order, then the
+// samples that finished. A sink gets at most one batch per step (one message, however many of
+// its requests ran), and a request's last batch holds one FinishEvent per sample.
+struct SinkBatch {
+  std::vector<TokenEvent> tokens;
+  std::vector<FinishEvent> finished;
+};
+
+// Receives the tokens of the requests submitted with it.
+using token_sink = caf::typed_actor<caf::reacts_to<SinkBatch>>;
 
 struct EngineStats {
   SchedulerCounts counts;
@@ -29,11 +38,13 @@ struct EngineStats {
 // submit: accepted, queue_full (HTTP 429), too_long or invalid.
 // abort:  true when the request was known; its sink gets FinishEvent{abort} per sample.
 // stats:  queue lengths, KV occupancy after the last step, steps run.
+// records: drains the per-step records kept since the last call (metrics, benchmarks).
 // tick:   internal (the dynamic regime's batching delay).
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<RequestSpec, token_sink>::with<SubmitStatus>,
     caf::replies_to<sched_abort_atom, RequestId>::with<bool>,
     caf::replies_to<sched_stats_atom>::with<EngineStats>,
+    caf::replies_to<sched_records_atom>::with<std::vector<StepRecord>>,
     caf::reacts_to<sched_tick_atom>>;
 
 template <class Inspector>
@@ -50,8 +61,17 @@ typename Inspector::result_type inspect(Inspector& f, FinishEvent& x) {
   return f(caf::meta::type_name("FinishEvent"), x.request, x.sample, x.reason);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, SinkBatch& x) {
+  return f(caf::meta::type_name("SinkBatch"), x.tokens, x.finished);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerCounts& x) {
   return f(caf::meta::type_name("SchedulerCounts"), x.waiting, x.running, x.swapped, x.preemptions);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepRecord& x) {
+  return f(caf::meta::type_name("StepRecord"), x.id, x.start, x.end, x.batch_size,
+           x.prefill_tokens, x.decode_tokens, x.kv_used_blocks, x.kv_total_blocks, x.preemptions);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {

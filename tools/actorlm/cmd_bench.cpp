@@ -1,6 +1,7 @@
 // `actorlm bench kv`: prints progress on stderr and one JSON object as the last stdout line.
 #include "tools/actorlm/commands.hpp"
 #include "tools/bench/kv_bench.hpp"
+#include "tools/bench/scheduler_bench.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -41,6 +42,21 @@ int run_kv(const bench::KvBenchOptions& opt_in) {
   std::cout << j.dump() << std::endl;
   return 0;
 }
+int run_scheduler(std::uint32_t steps) {
+  bench::SchedulerBenchOptions opt;
+  opt.steps = steps;
+  opt.progress = [](const std::string& line) { spdlog::info("bench scheduler: {}", line); };
+  const auto points = bench::run_scheduler_bench(opt);
+  nlohmann::json j = {{"bench", "scheduler"}, {"steps", steps}};
+  for (const auto& p : points) {
+    const std::string n = std::to_string(p.running);
+    j["step_overhead_us_" + n] = p.step_overhead_us;
+    j["step_p90_us_" + n] = p.p90_us;
+    j["measured_steps_" + n] = p.steps;
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
@@ -57,6 +73,15 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(256u, 100'000'000u));
   kv->add_option("--seed", opt->seed, "Random seed")->capture_default_str();
   kv->callback([opt, &exit_code] { exit_code = run_kv(*opt); });
+
+  auto steps = std::make_shared<std::uint32_t>(300);
+  auto* sched = bench->add_subcommand(
+      "scheduler", "Engine iteration overhead (plan, KV and shard round trips, delivery) with "
+                   "zero-cost shards at 256 and 1,024 running sequences");
+  sched->add_option("--steps", *steps, "Decode iterations measured per size")
+      ->capture_default_str()
+      ->check(CLI::Range(10u, 100'000u));
+  sched->callback([steps, &exit_code] { exit_code = run_scheduler(*steps); });
 }
 
 }  // namespace actorlm::tools

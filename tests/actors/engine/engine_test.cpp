@@ -28,10 +28,10 @@ using SinkLog = std::map<RequestId, Received>;
 
 token_sink spawn_collector(caf::actor_system& sys, SinkLog* log) {
   return sys.spawn([log](token_sink::pointer) -> token_sink::behavior_type {
-    return {
-        [log](const TokenEvent& t) { (*log)[t.request].tokens[t.sample].push_back(t.token); },
-        [log](const FinishEvent& f) { (*log)[f.request].finishes[f.sample].push_back(f.reason); },
-    };
+    return {[log](const SinkBatch& b) {
+      for (const auto& t : b.tokens) (*log)[t.request].tokens[t.sample].push_back(t.token);
+      for (const auto& f : b.finished) (*log)[f.request].finishes[f.sample].push_back(f.reason);
+    }};
   });
 }
 

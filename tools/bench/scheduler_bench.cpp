@@ -1,0 +1,107 @@
+#include "tools/bench/scheduler_bench.hpp"
+
+#include "actors/engine/engine.hpp"
+#include "tools/bench/timing.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace actorlm::bench {
+
+namespace {
+
+// A shard that costs nothing: it answers every step at once with token 1 for each sample.
+// It isolates the runtime's own overhead; it is part of this benchmark, not a backend.
+shard::shard_actor spawn_zero_cost_shard(caf::actor_system& sys) {
+  return sys.spawn([]() -> shard::shard_actor::behavior_type {
+    return {[](const shard::Step& step) {
+      shard::StepResult r;
+      r.step_id = step.id;
+      for (const auto& w : step.seqs)
+        for (std::uint32_t j = 0; j < w.num_samples; ++j) r.tokens.push_back({w.seq, 1, 0.0f, {}});
+      return r;
+    }};
+  });
+}
+
+scheduler::token_sink spawn_counting_sink(caf::actor_system& sys, std::atomic<std::uint64_t>* n) {
+  return sys.spawn([n]() -> scheduler::token_sink::behavior_type {
+    return {[n](const scheduler::SinkBatch& b) {
+      n->fetch_add(b.tokens.size(), std::memory_order_relaxed);
+    }};
+  });
+}
+
+SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::uint32_t steps) {
+  config::Config cfg;
+  cfg.engine.batching = config::Batching::paged;
+  cfg.scheduler.max_num_seqs = running;
+  cfg.scheduler.max_num_batched_tokens = running * 16;
+  const std::uint32_t max_len = 16 + 4 * steps + 64;  // nobody finishes while measured
+  cfg.model.max_model_len = max_len;
+  const std::uint32_t blocks = running * (max_len / 16 + 2);
+  engine::Engine eng(sys, cfg, {blocks, 0}, [](caf::actor_system& s, std::uint32_t, std::uint32_t) {
+    return spawn_zero_cost_shard(s);
+  });
+  std::atomic<std::uint64_t> tokens{0};
+  auto sink = spawn_counting_sink(sys, &tokens);
+  for (std::uint32_t i = 0; i < running; ++i) {
+    scheduler::RequestSpec spec;
+    spec.id = i + 1;
+    spec.prompt.assign(16, kv::TokenId(i % 1000));
+    spec.max_tokens = 4 * steps;
+    eng.submit(std::move(spec), sink);
+  }
+  // Wait until every request decodes, drop what came before, then measure `steps` iterations.
+  auto all_running = [&] {
+    const auto st = eng.stats();
+    return st.counts.running == running && st.counts.waiting == 0;
+  };
+  while (!all_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  eng.take_step_records();
+  const std::uint64_t start = eng.stats().steps;
+  while (eng.stats().steps < start + steps + 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto records = eng.take_step_records();
+  std::vector<double> gaps;
+  for (std::size_t i = 1; i < records.size(); ++i) {
+    const auto& a = records[i - 1];
+    const auto& b = records[i];
+    if (a.decode_tokens == running && a.prefill_tokens == 0 && b.decode_tokens == running)
+      gaps.push_back(double(b.start - a.start) / 1e3);
+  }
+  SchedulerBenchPoint p;
+  p.running = running;
+  p.steps = static_cast<std::uint32_t>(gaps.size());
+  if (!gaps.empty()) {
+    auto sorted = gaps;
+    std::sort(sorted.begin(), sorted.end());
+    p.p90_us = sorted[sorted.size() * 9 / 10];
+    p.step_overhead_us = median(std::move(gaps));
+  }
+  caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+  return p;
+}
+
+}  // namespace
+
+std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions& opt) {
+  caf::actor_system_config cfg;
+  cfg.set("scheduler.max-threads", 2);  // the machine's cores; CAF's default is 4 threads
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  std::vector<SchedulerBenchPoint> out;
+  for (auto n : opt.running) {
+    if (opt.progress) opt.progress(std::to_string(n) + " running sequences, " +
+                                   std::to_string(opt.steps) + " decode steps");
+    out.push_back(measure(sys, n, opt.steps));
+  }
+  return out;
+}
+
+}  // namespace actorlm::bench

@@ -1,0 +1,28 @@
+#pragma once
+// `actorlm bench scheduler`: wall time of one whole iteration of the real engine actors
+// (plan, block-manager round trip, execute round trip to zero-cost shards, token delivery)
+// under the normal CAF scheduler. Reported, never asserted.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace actorlm::bench {
+
+struct SchedulerBenchOptions {
+  std::vector<std::uint32_t> running = {256, 1024};  // concurrent sequences measured
+  std::uint32_t steps = 300;                         // decode iterations measured per size
+  std::function<void(const std::string&)> progress;
+};
+
+struct SchedulerBenchPoint {
+  std::uint32_t running = 0;
+  double step_overhead_us = 0;  // median over the measured decode iterations
+  double p90_us = 0;
+  std::uint32_t steps = 0;
+};
+
+std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions&);
+
+}  // namespace actorlm::bench
