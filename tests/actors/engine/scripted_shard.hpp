@@ -40,30 +40,34 @@ inline shard::StepResult scripted_result(const shard::Step& step, std::int64_t s
   return r;
 }
 
+using scripted_shard_actor =
+    caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
+                     caf::reacts_to<shard_done_atom, shard::StepResult>>;
+
+inline scripted_shard_actor::behavior_type scripted_shard(
+    scripted_shard_actor::stateful_pointer<ScriptedShardState> self, std::uint32_t rank,
+    std::int64_t step_ns, ShardLog* log) {
+  return {
+      [=](const shard::Step& step) -> caf::result<shard::StepResult> {
+        if (log != nullptr) log->steps_by_rank[rank].push_back(step.id);
+        if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
+        auto rp = self->make_response_promise<shard::StepResult>();
+        self->state.pending.emplace(step.id, rp);
+        self->delayed_send(self, std::chrono::nanoseconds(step_ns), shard_done_atom::value,
+                           scripted_result(step, step_ns));
+        return rp;
+      },
+      [=](shard_done_atom, shard::StepResult& r) {
+        auto it = self->state.pending.find(r.step_id);
+        it->second.deliver(std::move(r));
+        self->state.pending.erase(it);
+      },
+  };
+}
+
 inline shard::shard_actor spawn_scripted_shard(caf::actor_system& sys, std::uint32_t rank,
                                                std::int64_t step_ns, ShardLog* log) {
-  using actor_t = caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
-                                   caf::reacts_to<shard_done_atom, shard::StepResult>>;
-  auto fn = [rank, step_ns, log](actor_t::stateful_pointer<ScriptedShardState> self)
-      -> actor_t::behavior_type {
-    return {
-        [=](const shard::Step& step) -> caf::result<shard::StepResult> {
-          if (log != nullptr) log->steps_by_rank[rank].push_back(step.id);
-          if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
-          auto rp = self->make_response_promise<shard::StepResult>();
-          self->state.pending.emplace(step.id, rp);
-          self->delayed_send(self, std::chrono::nanoseconds(step_ns), shard_done_atom::value,
-                             scripted_result(step, step_ns));
-          return rp;
-        },
-        [=](shard_done_atom, shard::StepResult& r) {
-          auto it = self->state.pending.find(r.step_id);
-          it->second.deliver(std::move(r));
-          self->state.pending.erase(it);
-        },
-    };
-  };
-  return caf::actor_cast<shard::shard_actor>(sys.spawn(fn));
+  return caf::actor_cast<shard::shard_actor>(sys.spawn(scripted_shard, rank, step_ns, log));
 }
 
 }  // namespace actorlm::testing
