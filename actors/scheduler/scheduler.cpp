@@ -65,7 +65,9 @@ SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
   r.record.reasons.assign(spec.n, FinishReason::length);
   Seq s;
   s.id = next_seq_++;
+  s.tokens.reserve(total);  // no reallocation on the per-token path
   s.tokens = spec.prompt;
+  r.record.token_times.reserve(spec.max_tokens);
   owner_[s.id] = {spec.id, 0};
   r.seqs.push_back(std::move(s));
   r.spec = std::move(spec);

@@ -42,12 +42,13 @@ int run_kv(const bench::KvBenchOptions& opt_in) {
   std::cout << j.dump() << std::endl;
   return 0;
 }
-int run_scheduler(std::uint32_t steps) {
+int run_scheduler(std::uint32_t steps, std::uint32_t threads) {
   bench::SchedulerBenchOptions opt;
   opt.steps = steps;
+  opt.threads = threads;
   opt.progress = [](const std::string& line) { spdlog::info("bench scheduler: {}", line); };
   const auto points = bench::run_scheduler_bench(opt);
-  nlohmann::json j = {{"bench", "scheduler"}, {"steps", steps}};
+  nlohmann::json j = {{"bench", "scheduler"}, {"steps", steps}, {"caf_threads", threads}};
   for (const auto& p : points) {
     const std::string n = std::to_string(p.running);
     j["step_overhead_us_" + n] = p.step_overhead_us;
@@ -81,7 +82,11 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   sched->add_option("--steps", *steps, "Decode iterations measured per size")
       ->capture_default_str()
       ->check(CLI::Range(10u, 100'000u));
-  sched->callback([steps, &exit_code] { exit_code = run_scheduler(*steps); });
+  auto threads = std::make_shared<std::uint32_t>(2);
+  sched->add_option("--threads", *threads, "CAF scheduler threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 64u));
+  sched->callback([steps, threads, &exit_code] { exit_code = run_scheduler(*steps, *threads); });
 }
 
 }  // namespace actorlm::tools

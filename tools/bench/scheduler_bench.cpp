@@ -90,7 +90,7 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
 
 std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions& opt) {
   caf::actor_system_config cfg;
-  cfg.set("scheduler.max-threads", 2);  // the machine's cores; CAF's default is 4 threads
+  cfg.set("scheduler.max-threads", std::size_t{opt.threads});  // CAF's default is 4 threads
   cfg.set("logger.verbosity", caf::atom("quiet"));
   caf::actor_system sys{cfg};
   std::vector<SchedulerBenchPoint> out;

@@ -13,6 +13,7 @@ namespace actorlm::bench {
 struct SchedulerBenchOptions {
   std::vector<std::uint32_t> running = {256, 1024};  // concurrent sequences measured
   std::uint32_t steps = 300;                         // decode iterations measured per size
+  std::uint32_t threads = 2;                         // CAF scheduler threads
   std::function<void(const std::string&)> progress;
 };
 

@@ -173,3 +173,33 @@ BOOST_AUTO_TEST_CASE(n_samples_share_the_prompt_blocks_and_differ_after_it) {
   for (std::uint32_t j = 0; j < 3; ++j) BOOST_TEST(h.outcomes().at(1).tokens[j] == h.expected(1, j));
   BOOST_TEST(h.expected(1, 0) != h.expected(1, 1));
 }
+
+namespace {
+// Three requests outgrow a 12-block cache; returns the preempted request's state.
+SchedulerCounts preempt_under(double recompute_s_per_token, double swap_s_per_block) {
+  auto o = base(config::Batching::paged);
+  o.num_device_blocks = 12;
+  o.num_host_blocks = 16;
+  o.preemption = config::Preemption::automatic;
+  o.recompute_s_per_token = recompute_s_per_token;
+  o.swap_s_per_block = swap_s_per_block;
+  Harness h(o);
+  for (RequestId id = 1; id <= 3; ++id) h.submit(spec(id, 8, 40));
+  for (int s = 0; s < 40 && h.scheduler().counts().preemptions == 0; ++s) h.step();
+  return h.scheduler().counts();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(auto_preemption_swaps_when_moving_blocks_is_cheaper_than_recomputing) {
+  const auto c = preempt_under(1e-3, 1e-6);
+  BOOST_REQUIRE(c.preemptions > 0u);
+  BOOST_TEST(c.swapped == 1u);
+  BOOST_TEST(c.waiting == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(auto_preemption_recomputes_when_recomputing_is_cheaper) {
+  const auto c = preempt_under(1e-6, 1e-3);
+  BOOST_REQUIRE(c.preemptions > 0u);
+  BOOST_TEST(c.swapped == 0u);
+  BOOST_TEST(c.waiting == 1u);
+}
