@@ -174,11 +174,9 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)
         finish_sample(*r, s, FinishReason::length, now, ev);
     }
-    const bool all_done = r->forked || r->spec.n == 1
-                              ? std::all_of(r->seqs.begin(), r->seqs.end(),
-                                            [](const Seq& s) { return s.finished; })
-                              : false;
-    if (all_done) done.push_back(r->spec.id);
+    // Every sample exists by now (the forks were created above), so this is the whole request.
+    if (std::all_of(r->seqs.begin(), r->seqs.end(), [](const Seq& s) { return s.finished; }))
+      done.push_back(r->spec.id);
   }
   if (next != result.tokens.size())
     throw std::logic_error("Scheduler::on_executed: the step result has extra tokens");
