@@ -173,9 +173,25 @@ bool BlockManager::can_append(SeqId seq, std::uint32_t n) const {
 
 std::optional<BlockCopy> BlockManager::append(SeqId seq, std::span<const TokenId> tokens) {
   Sequence& s = get(seq);
-  const auto n = static_cast<std::uint32_t>(tokens.size());
-  if (blocks_to_append(s, n) > device_.num_available())
+  if (blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
     throw std::logic_error("BlockManager::append: no room (call can_append first)");
+  return append_unchecked(s, tokens);
+}
+
+std::optional<BlockManager::Appended> BlockManager::try_append(SeqId seq,
+                                                               std::span<const TokenId> tokens,
+                                                               std::uint32_t computed_tokens) {
+  Sequence& s = get(seq);
+  if (blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
+    return std::nullopt;
+  Appended out{append_unchecked(s, tokens)};
+  mark_computed(s, computed_tokens);
+  return out;
+}
+
+std::optional<BlockCopy> BlockManager::append_unchecked(Sequence& s,
+                                                        std::span<const TokenId> tokens) {
+  const auto n = static_cast<std::uint32_t>(tokens.size());
   const std::size_t len = s.tokens.size();
   const std::size_t idx = block_of(len);
   std::optional<BlockCopy> copy;
@@ -196,6 +212,10 @@ std::optional<BlockCopy> BlockManager::append(SeqId seq, std::span<const TokenId
 void BlockManager::mark_computed(SeqId seq, std::uint32_t num_tokens) {
   Sequence& s = get(seq);
   if (s.swapped) throw std::logic_error("BlockManager::mark_computed: sequence is swapped out");
+  mark_computed(s, num_tokens);
+}
+
+void BlockManager::mark_computed(Sequence& s, std::uint32_t num_tokens) {
   num_tokens = std::min<std::uint32_t>(num_tokens, static_cast<std::uint32_t>(s.tokens.size()));
   if (num_tokens <= s.num_computed) return;
   s.num_computed = num_tokens;

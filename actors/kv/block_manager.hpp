@@ -66,6 +66,14 @@ class BlockManager {
   // Appends slots for `tokens`. When the last block is shared it is first copied (the returned
   // copy must run before the step writes into it).
   std::optional<BlockCopy> append(SeqId seq, std::span<const TokenId> tokens);
+  // The decode path in one call, as the block-manager actor uses it: check, append and
+  // mark_computed(computed_tokens) together. nullopt when there is no room (nothing changes);
+  // otherwise the copy-on-write to perform, if any.
+  struct Appended {
+    std::optional<BlockCopy> copy;
+  };
+  std::optional<Appended> try_append(SeqId seq, std::span<const TokenId> tokens,
+                                     std::uint32_t computed_tokens);
   // The first `num_tokens` tokens of `seq` have their KV written (or will have, by the end of
   // the step being planned: KV writes precede attention reads within a step). Their full blocks
   // become reusable through the prefix cache. Monotone; smaller values are ignored.
@@ -120,6 +128,8 @@ class BlockManager {
   bool caching() const { return opt_.prefix_caching && opt_.mode == AllocationMode::paged; }
   std::uint64_t block_hash(std::uint64_t parent, std::span<const TokenId> block) const;
   void register_computed_blocks(Sequence&);
+  std::optional<BlockCopy> append_unchecked(Sequence&, std::span<const TokenId> tokens);
+  void mark_computed(Sequence&, std::uint32_t num_tokens);
   // Writes tokens into the slots that follow s.tokens, updating fill counts; table must cover them.
   void fill_slots(Sequence& s, std::span<const TokenId> tokens);
   std::uint32_t distinct_blocks(std::span<const SeqId> group, bool swapped) const;

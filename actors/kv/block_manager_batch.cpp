@@ -20,30 +20,29 @@ void grow(BlockManager& bm, const SeqGrowth& g, ReserveReply& r) {
     }
     r.admitted.push_back({g.seq, bm.allocate(g.seq, g.tokens, g.max_total_tokens, m)});
     full_table(bm, g.seq, r);
+    if (g.computed_tokens > 0) bm.mark_computed(g.seq, g.computed_tokens);
   } else {
-    const auto n = static_cast<std::uint32_t>(g.tokens.size());
     // Not on the device (its swap-in in this same request was refused): no room either.
     if (bm.contains(g.seq) && bm.is_swapped(g.seq)) {
       r.no_room.push_back(g.seq);
       return;
     }
-    if (!bm.can_append(g.seq, n)) {
+    const std::size_t old_size = bm.block_table(g.seq).size();
+    const auto appended = bm.try_append(g.seq, g.tokens, g.computed_tokens);
+    if (!appended) {
       r.no_room.push_back(g.seq);
       return;
     }
-    const std::size_t old_size = bm.block_table(g.seq).size();
-    const auto copy = bm.append(g.seq, g.tokens);
     std::size_t first = old_size;
-    if (copy) {
-      r.copies.push_back(*copy);
+    if (appended->copy) {
+      r.copies.push_back(*appended->copy);
       const auto t = bm.block_table(g.seq);
-      first = std::find(t.begin(), t.end(), copy->dst) - t.begin();
+      first = std::find(t.begin(), t.end(), appended->copy->dst) - t.begin();
     }
     const auto t = bm.block_table(g.seq);
     if (first < t.size())
       r.tables.push_back({g.seq, static_cast<std::uint32_t>(first), {t.begin() + first, t.end()}});
   }
-  if (g.computed_tokens > 0) bm.mark_computed(g.seq, g.computed_tokens);
 }
 }  // namespace
 

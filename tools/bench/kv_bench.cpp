@@ -21,7 +21,8 @@ std::vector<TokenId> random_tokens(std::mt19937_64& rng, std::size_t n) {
   return v;
 }
 
-// One decode step for `n` running sequences, as the scheduler does it: check, append, mark.
+// One decode step for `n` running sequences, as the block-manager actor does it: check,
+// append and mark computed (try_append).
 double append_step_us(std::uint32_t n, const KvBenchOptions& opt) {
   BlockManagerOptions o;
   o.block_size = opt.block_size;
@@ -40,11 +41,8 @@ double append_step_us(std::uint32_t n, const KvBenchOptions& opt) {
   for (std::uint32_t i = 0; i < steps; ++i) {
     const TokenId tok[1] = {next[i]};
     samples.push_back(time_us([&] {
-      for (SeqId s = 0; s < n; ++s) {
-        if (!bm.can_append(s)) std::abort();  // sized so this never happens
-        bm.append(s, tok);
-        bm.mark_computed(s, prompt + i + 1);
-      }
+      for (SeqId s = 0; s < n; ++s)
+        if (!bm.try_append(s, tok, prompt + i + 1)) std::abort();  // sized so this never happens
     }));
   }
   return median(std::move(samples));

@@ -47,7 +47,7 @@ ReplayResult replay(kv::AllocationMode mode, const std::vector<ReplayRequest>& r
                     const std::function<void(std::uint32_t finished)>& on_progress);
 
 struct KvBenchResult {
-  double append_256_us = 0;          // median of one step's can_append+append+mark_computed, 256 seqs
+  double append_256_us = 0;          // median of one step's try_append (check, append, mark), 256 seqs
   double append_1024_us = 0;         // the same with 1,024 sequences
   double allocate_2k_prefix_us = 0;  // median match+check+allocate of 2,048 tokens, 1,024 cached
   ReplayResult paged;
