@@ -4,6 +4,7 @@
 #include "actors/scheduler/scheduler_actor.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <stdexcept>
@@ -41,39 +42,43 @@ void stop_engine(const EngineActors& a) {
 
 Engine::Engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
                const ShardFactory& make_shard)
-    : actors_(spawn_engine(sys, cfg, kv, make_shard)), self_(sys) {}
+    : sys_(sys), actors_(spawn_engine(sys, cfg, kv, make_shard)) {}
 
 Engine::~Engine() { stop_engine(actors_); }
 
 scheduler::SubmitStatus Engine::submit(scheduler::RequestSpec spec, scheduler::token_sink sink) {
   auto status = scheduler::SubmitStatus::invalid;
-  self_->request(actors_.scheduler, caf::infinite, std::move(spec), std::move(sink))
+  caf::scoped_actor self{sys_};
+  self->request(actors_.scheduler, caf::infinite, std::move(spec), std::move(sink))
       .receive([&](scheduler::SubmitStatus s) { status = s; },
-               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return status;
 }
 
 bool Engine::abort(scheduler::RequestId id) {
   bool known = false;
-  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_abort_atom::value, id)
+  caf::scoped_actor self{sys_};
+  self->request(actors_.scheduler, caf::infinite, scheduler::sched_abort_atom::value, id)
       .receive([&](bool k) { known = k; },
-               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return known;
 }
 
 scheduler::EngineStats Engine::stats() {
   scheduler::EngineStats out;
-  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_stats_atom::value)
+  caf::scoped_actor self{sys_};
+  self->request(actors_.scheduler, caf::infinite, scheduler::sched_stats_atom::value)
       .receive([&](scheduler::EngineStats& s) { out = std::move(s); },
-               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return out;
 }
 
 std::vector<scheduler::StepRecord> Engine::take_step_records() {
   std::vector<scheduler::StepRecord> out;
-  self_->request(actors_.scheduler, caf::infinite, scheduler::sched_records_atom::value)
+  caf::scoped_actor self{sys_};
+  self->request(actors_.scheduler, caf::infinite, scheduler::sched_records_atom::value)
       .receive([&](std::vector<scheduler::StepRecord>& r) { out = std::move(r); },
-               [&](caf::error& e) { throw std::runtime_error(self_->system().render(e)); });
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return out;
 }
 

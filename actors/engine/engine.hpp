@@ -7,8 +7,6 @@
 #include "actors/config/config.hpp"
 #include "actors/scheduler/scheduler_protocol.hpp"
 
-#include <caf/scoped_actor.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -39,6 +37,7 @@ EngineActors spawn_engine(caf::actor_system&, const config::Config&, KvCapacity,
 // Stops every actor of the engine.
 void stop_engine(const EngineActors&);
 
+// Thread-safe: each call waits on a scoped actor of its own.
 class Engine {
  public:
   Engine(caf::actor_system&, const config::Config&, KvCapacity, const ShardFactory&);
@@ -53,8 +52,8 @@ class Engine {
   const EngineActors& actors() const { return actors_; }
 
  private:
+  caf::actor_system& sys_;
   EngineActors actors_;
-  caf::scoped_actor self_;
 };
 
 }  // namespace actorlm::engine
