@@ -104,6 +104,8 @@ void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEv
   if (s.allocated && !lends) {
     pending_frees_.push_back(s.id);
     s.allocated = false;
+  } else if (s.allocated) {
+    lending_.push_back(s.id);
   }
 }
 

@@ -146,6 +146,7 @@ class Scheduler {
   std::vector<RequestId> batch_;          // dynamic: the batch being run to completion
   std::vector<SeqId> pending_frees_;
   std::vector<kv::ForkOp> pending_forks_;
+  std::vector<SeqId> lending_;            // finished parents kept until their forks are made
   std::uint64_t next_order_ = 0;
   SeqId next_seq_ = 1;
   std::uint32_t kv_available_;            // free + cached device blocks after the last reply

@@ -52,14 +52,16 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
     return true;
   });
   // A finished parent whose forks are all made is freed now.
-  for (auto& [id, req] : requests_)
-    for (Seq& s : req.seqs)
-      if (s.finished && s.allocated &&
-          std::none_of(pending_forks_.begin(), pending_forks_.end(),
-                       [&](const kv::ForkOp& f) { return f.parent == s.id; })) {
-        pending_frees_.push_back(s.id);
-        s.allocated = false;
-      }
+  std::erase_if(lending_, [&](SeqId id) {
+    Seq* s = seq_of(id);
+    if (s == nullptr || !s->allocated) return true;  // retired or preempted meanwhile
+    if (std::any_of(pending_forks_.begin(), pending_forks_.end(),
+                    [&](const kv::ForkOp& f) { return f.parent == id; }))
+      return false;
+    pending_frees_.push_back(id);
+    s->allocated = false;
+    return true;
+  });
   // 3. A refused swap-out leaves the request running (preempted again if still needed).
   for (RequestId id : swapping_out_) {
     Request& r = requests_.at(id);

@@ -86,7 +86,14 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   sched->add_option("--threads", *threads, "CAF scheduler threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
-  sched->callback([steps, threads, &exit_code] { exit_code = run_scheduler(*steps, *threads); });
+  sched->callback([steps, threads, &exit_code] {
+    try {
+      exit_code = run_scheduler(*steps, *threads);
+    } catch (const std::exception& e) {
+      spdlog::error("{}", e.what());
+      exit_code = 1;
+    }
+  });
 }
 
 }  // namespace actorlm::tools

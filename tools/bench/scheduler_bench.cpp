@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace actorlm::bench {
@@ -41,7 +43,10 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   cfg.engine.batching = config::Batching::paged;
   cfg.scheduler.max_num_seqs = running;
   cfg.scheduler.max_num_batched_tokens = running * 16;
-  const std::uint32_t max_len = 16 + 4 * steps + 64;  // nobody finishes while measured
+  // Long outputs, so nobody finishes before the measured iterations are over, however long
+  // submitting every request takes.
+  const std::uint32_t max_tokens = steps + 2048;
+  const std::uint32_t max_len = 16 + max_tokens;
   cfg.model.max_model_len = max_len;
   const std::uint32_t blocks = running * (max_len / 16 + 2);
   engine::Engine eng(sys, cfg, {blocks, 0}, [](caf::actor_system& s, std::uint32_t, std::uint32_t) {
@@ -53,18 +58,25 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
     scheduler::RequestSpec spec;
     spec.id = i + 1;
     spec.prompt.assign(16, kv::TokenId(i % 1000));
-    spec.max_tokens = 4 * steps;
+    spec.max_tokens = max_tokens;
     eng.submit(std::move(spec), sink);
   }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  auto wait_until = [&](auto done, const char* what) {
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error(std::string("bench scheduler: timed out waiting for ") + what);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  };
   // Wait until every request decodes, drop what came before, then measure `steps` iterations.
-  auto all_running = [&] {
+  wait_until([&] {
     const auto st = eng.stats();
     return st.counts.running == running && st.counts.waiting == 0;
-  };
-  while (!all_running()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }, "every request to run");
   eng.take_step_records();
   const std::uint64_t start = eng.stats().steps;
-  while (eng.stats().steps < start + steps + 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  wait_until([&] { return eng.stats().steps >= start + steps + 1; }, "the measured steps");
   auto records = eng.take_step_records();
   std::vector<double> gaps;
   for (std::size_t i = 1; i < records.size(); ++i) {

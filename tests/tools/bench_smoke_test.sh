@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The benchmarks run to completion on small sizes and end with their JSON line (figures are
+# not checked: speed is reported, never asserted).
+set -euo pipefail
+actorlm="$1"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+out=$(timeout 120 "$actorlm" bench kv --requests 300 2>/dev/null) || fail "bench kv exited $?"
+last=$(tail -n 1 <<<"$out")
+for key in append_256_us allocate_2k_prefix_us utilization_paged utilization_reserved; do
+  grep -q "\"$key\":" <<<"$last" || fail "bench kv: no $key in: $last"
+done
+
+out=$(timeout 120 "$actorlm" bench scheduler --steps 20 2>/dev/null) || fail "bench scheduler exited $?"
+last=$(tail -n 1 <<<"$out")
+for key in step_overhead_us_256 step_overhead_us_1024; do
+  grep -q "\"$key\":" <<<"$last" || fail "bench scheduler: no $key in: $last"
+done
+echo "bench smoke: ok"
