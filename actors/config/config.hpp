@@ -61,6 +61,8 @@ struct SchedulerConfig {
   bool chunked_prefill = false;
   Preemption preemption = Preemption::automatic;
   std::int64_t max_queue_len = 1024;          // [1, 2^24]: waiting requests before refusing
+  double priority_aging_per_s = 1.0;          // [0, 1e6]: priority levels a waiting request
+                                              // gains per second, so nothing starves
   bool operator==(const SchedulerConfig&) const = default;
 };
 

@@ -72,6 +72,7 @@ void read_scheduler(TableReader& r, SchedulerConfig& c) {
   r.choice("preemption", c.preemption,
            {Preemption::recompute, Preemption::swap, Preemption::automatic});
   r.integer("max_queue_len", c.max_queue_len, {1, 1 << 24});
+  r.number("priority_aging_per_s", c.priority_aging_per_s, {0, 1e6});
 }
 
 void read_model(TableReader& r, ModelConfig& c) {

@@ -37,8 +37,11 @@ std::string quoted(std::string_view text) {
 }
 
 std::string shortest(double value) {
-  char buffer[32];
-  const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  char buffer[64];
+  // Whole numbers read better without an exponent ("1000000", not "1e+06").
+  const bool whole = std::isfinite(value) && std::fabs(value) < 1e15 && value == std::trunc(value);
+  const auto result = whole ? std::to_chars(buffer, buffer + sizeof buffer, value, std::chars_format::fixed)
+                            : std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, result.ptr);
 }
 
@@ -124,6 +127,7 @@ std::string to_toml(const Config& c) {
   w.entry("chunked_prefill", c.scheduler.chunked_prefill);
   w.entry("preemption", to_string(c.scheduler.preemption));
   w.entry("max_queue_len", c.scheduler.max_queue_len);
+  w.entry("priority_aging_per_s", c.scheduler.priority_aging_per_s);
 
   w.section("model");
   w.entry("name", c.model.name);

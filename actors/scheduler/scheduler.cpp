@@ -18,6 +18,7 @@ SchedulerOptions SchedulerOptions::from(const config::Config& c, std::uint32_t d
   o.chunked_prefill = c.scheduler.chunked_prefill;
   o.preemption = c.scheduler.preemption;
   o.max_queue_len = static_cast<std::uint32_t>(c.scheduler.max_queue_len);
+  o.aging_per_s = c.scheduler.priority_aging_per_s;
   o.max_model_len = static_cast<std::uint32_t>(c.model.max_model_len);
   o.block_size = static_cast<std::uint32_t>(c.cache.block_size);
   o.num_device_blocks = device_blocks;

@@ -58,6 +58,7 @@ batch_size = 8
 chunked_prefill = true
 preemption = "swap"
 max_queue_len = 100
+priority_aging_per_s = 2.5
 
 [model]
 name = "falcon"
@@ -119,6 +120,7 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.scheduler.chunked_prefill);
   BOOST_TEST((c.scheduler.preemption == Preemption::swap));
   BOOST_TEST(c.scheduler.max_queue_len == 100);
+  BOOST_TEST(c.scheduler.priority_aging_per_s == 2.5);
   BOOST_TEST(c.model.name == "falcon");
   BOOST_TEST(c.model.path == "/models/falcon");
   BOOST_TEST(c.model.preset == "falcon-40b");

@@ -102,6 +102,8 @@ const std::vector<MalformedCase> cases = {
      "expected an integer in [1, 4096], found 0"},
     {"max_queue_len_zero", "[scheduler]\nmax_queue_len = 0\n", 2, 17, "scheduler.max_queue_len",
      "expected an integer in [1, 16777216], found 0"},
+    {"priority_aging_negative", "[scheduler]\npriority_aging_per_s = -1\n", 2, 24,
+     "scheduler.priority_aging_per_s", "expected a number in [0, 1000000], found -1"},
     {"max_model_len_above_range", "[model]\nmax_model_len = 1048577\n", 2, 17, "model.max_model_len",
      "expected an integer in [1, 1048576], found 1048577"},
     {"sim_seed_negative", "[sim]\nseed = -5\n", 2, 8, "sim.seed", "expected an integer >= 0, found -5"},
