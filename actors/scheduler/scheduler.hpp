@@ -151,7 +151,6 @@ class Scheduler {
   SeqId next_seq_ = 1;
   std::uint32_t kv_available_;            // free + cached device blocks after the last reply
   std::uint32_t host_available_;
-  std::uint32_t kv_used_ = 0;
   bool in_flight_ = false;
   std::uint64_t step_id_ = 0;
   std::vector<Work> planned_;

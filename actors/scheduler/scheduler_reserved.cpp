@@ -142,7 +142,6 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
   }
   kv_available_ = reply.stats.device_free + reply.stats.device_cached;
   host_available_ = reply.stats.host_total - reply.stats.host_used;
-  kv_used_ = reply.stats.device_used;
   current_.batch_size = static_cast<std::uint32_t>(step.seqs.size());
   current_.kv_used_blocks = reply.stats.device_used;
   current_.kv_total_blocks = reply.stats.device_total;

@@ -70,12 +70,7 @@ BOOST_AUTO_TEST_CASE(serves_concurrent_submissions_on_the_threaded_scheduler) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     BOOST_REQUIRE(done());
     for (RequestId id = 1; id <= n; ++id) {
-      std::vector<TokenId> want;
-      const std::uint32_t prompt = 3 + id % 7;
-      for (std::uint32_t k = 0; k < 2 + id % 11; ++k) {
-        want.push_back(scheduler::testing::scripted_token(id, 0, prompt + k));
-        if (want.back() == scheduler::testing::stop_token) break;
-      }
+      const auto want = scheduler::testing::scripted_output(id, 0, 3 + id % 7, 2 + id % 11);
       std::lock_guard<std::mutex> lock(got.mu);
       BOOST_TEST(got.tokens[id] == want);
       BOOST_TEST(got.finishes[id] == 1);

@@ -15,7 +15,6 @@
 
 using namespace actorlm;
 using namespace actorlm::scheduler;
-using actorlm::scheduler::testing::scripted_token;
 using actorlm::scheduler::testing::stop_token;
 
 namespace {
@@ -89,12 +88,7 @@ struct Fixture : test_coordinator_fixture<NetworkConfig> {
 
   std::vector<TokenId> expected(RequestId id, std::uint32_t prompt, std::uint32_t max_tokens,
                                 std::uint32_t sample) const {
-    std::vector<TokenId> v;
-    for (std::uint32_t k = 0; k < max_tokens; ++k) {
-      v.push_back(scripted_token(id, sample, prompt + k));
-      if (v.back() == stop_token) break;
-    }
-    return v;
+    return scheduler::testing::scripted_output(id, sample, prompt, max_tokens);
   }
 
   kv::KvStats kv_stats() { return request<kv::KvStats>(engine.block_manager, kv::kv_stats_atom::value); }

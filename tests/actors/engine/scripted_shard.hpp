@@ -27,19 +27,6 @@ struct ScriptedShardState {
   static inline const char* name = "scripted_shard";
 };
 
-inline shard::StepResult scripted_result(const shard::Step& step, std::int64_t step_ns) {
-  shard::StepResult r;
-  r.step_id = step.id;
-  r.duration_ns = step_ns;
-  for (const auto& w : step.seqs)
-    for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
-      const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
-      r.tokens.push_back({w.seq, scheduler::testing::scripted_token(w.request, sample, pos), -0.5f, {}});
-    }
-  return r;
-}
-
 using scripted_shard_actor =
     caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
                      caf::reacts_to<shard_done_atom, shard::StepResult>>;
@@ -54,7 +41,7 @@ inline scripted_shard_actor::behavior_type scripted_shard(
         auto rp = self->make_response_promise<shard::StepResult>();
         self->state.pending.emplace(step.id, rp);
         self->delayed_send(self, std::chrono::nanoseconds(step_ns), shard_done_atom::value,
-                           scripted_result(step, step_ns));
+                           scheduler::testing::scripted_result(step, step_ns));
         return rp;
       },
       [=](shard_done_atom, shard::StepResult& r) {

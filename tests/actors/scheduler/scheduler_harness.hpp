@@ -31,6 +31,32 @@ struct Coverage {
   std::uint64_t chunks = 0, forks = 0, no_room = 0;
 };
 
+// The whole output a sample produces: scripted tokens up to the first stop token (included)
+// or max_tokens.
+inline std::vector<TokenId> scripted_output(RequestId id, std::uint32_t sample,
+                                            std::uint32_t prompt_len, std::uint32_t max_tokens) {
+  std::vector<TokenId> v;
+  for (std::uint32_t k = 0; k < max_tokens; ++k) {
+    v.push_back(scripted_token(id, sample, prompt_len + k));
+    if (v.back() == stop_token) break;
+  }
+  return v;
+}
+
+// What a scripted shard answers to a step: the scripted token of every sample it asks for.
+inline shard::StepResult scripted_result(const shard::Step& step, std::int64_t duration_ns) {
+  shard::StepResult r;
+  r.step_id = step.id;
+  r.duration_ns = duration_ns;
+  for (const auto& w : step.seqs)
+    for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
+      const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
+      r.tokens.push_back({w.seq, scripted_token(w.request, sample, pos), -1.0f, {}});
+    }
+  return r;
+}
+
 struct Outcome {
   std::vector<std::vector<TokenId>> tokens;  // per sample
   std::vector<int> finishes;                 // per sample: how many finish events
@@ -92,14 +118,7 @@ class Harness {
       cov_.chunks += !w.padding && w.num_samples == 0;
     }
     check_step(st);
-    shard::StepResult result;
-    result.step_id = st.id;
-    for (const auto& w : st.seqs)
-      for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-        const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
-        const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
-        result.tokens.push_back({w.seq, scripted_token(w.request, sample, pos), -1.0f, {}});
-      }
+    const auto result = scripted_result(st, step_ns);
     now_ += step_ns;
     const auto ev = sched_.on_executed(result, now_);
     for (const auto& t : ev.tokens) out_[t.request].tokens[t.sample].push_back(t.token);
@@ -112,12 +131,7 @@ class Harness {
   // (included) or max_tokens.
   std::vector<TokenId> expected(RequestId id, std::uint32_t sample) const {
     const auto& spec = specs_.at(id);
-    std::vector<TokenId> v;
-    for (std::uint32_t k = 0; k < spec.max_tokens; ++k) {
-      v.push_back(scripted_token(id, sample, static_cast<std::uint32_t>(spec.prompt.size()) + k));
-      if (v.back() == stop_token) break;
-    }
-    return v;
+    return scripted_output(id, sample, static_cast<std::uint32_t>(spec.prompt.size()), spec.max_tokens);
   }
 
   // Frees what the scheduler still owes the block manager.
