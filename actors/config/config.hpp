@@ -46,6 +46,7 @@ struct CacheConfig {
   std::int64_t block_size = 16;             // tokens per block; power of two in [1, 256]
   double gpu_memory_utilization = 0.9;      // (0, 1]: share of device memory the runtime may use
   double swap_space = 4.0;                  // GiB of host memory per GPU for swapped-out blocks
+  double cpu_kv_space = 1.0;                // cpu backend: GiB of memory per rank for the KV cache
   bool prefix_caching = true;
   double watermark = 0.01;                  // [0, 0.5): share of device blocks kept free at admission
   std::int64_t num_gpu_blocks_override = 0; // 0: derive from the memory budget

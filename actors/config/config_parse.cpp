@@ -58,6 +58,7 @@ void read_cache(TableReader& r, CacheConfig& c) {
   r.integer("block_size", c.block_size, {1, 256, /*power_of_two=*/true});
   r.number("gpu_memory_utilization", c.gpu_memory_utilization, {0, 1, /*lo_open=*/true});
   r.number("swap_space", c.swap_space, {0, unbounded});
+  r.number("cpu_kv_space", c.cpu_kv_space, {0, unbounded});
   r.boolean("prefix_caching", c.prefix_caching);
   r.number("watermark", c.watermark, {0, 0.5, false, /*hi_open=*/true});
   r.integer("num_gpu_blocks_override", c.num_gpu_blocks_override, {0, int64_max});

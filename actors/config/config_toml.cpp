@@ -115,6 +115,7 @@ std::string to_toml(const Config& c) {
   w.entry("block_size", c.cache.block_size);
   w.entry("gpu_memory_utilization", c.cache.gpu_memory_utilization);
   w.entry("swap_space", c.cache.swap_space);
+  w.entry("cpu_kv_space", c.cache.cpu_kv_space);
   w.entry("prefix_caching", c.cache.prefix_caching);
   w.entry("watermark", c.cache.watermark);
   w.entry("num_gpu_blocks_override", c.cache.num_gpu_blocks_override);

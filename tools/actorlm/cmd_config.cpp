@@ -53,6 +53,15 @@ void add_file_command(CLI::App& config, const char* name, const char* help, int&
 
 }  // namespace
 
+std::optional<config::Config> load_config_or_report(const std::string& file) {
+  Loaded loaded = load(file);
+  if (!loaded.result.ok()) {
+    report_errors(loaded);
+    return std::nullopt;
+  }
+  return std::move(loaded.result.config);
+}
+
 void add_config_command(CLI::App& app, int& exit_code) {
   CLI::App* config = app.add_subcommand(
       "config", "Check a configuration file or print its effective values");

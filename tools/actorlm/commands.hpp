@@ -2,15 +2,22 @@
 // Subcommands of the single `actorlm` binary. Each add_* registers its subcommands on `app`;
 // their callbacks store the process exit code in `exit_code` (0 ok, 1 bad input, 2 usage).
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace CLI { class App; }
+namespace actorlm::config { struct Config; }
 
 namespace actorlm::tools {
 
 extern const std::string_view embedded_default_config;  // configs/default.toml, built in
 
 void add_config_command(CLI::App& app, int& exit_code);  // config check | config show
-void add_bench_command(CLI::App& app, int& exit_code);   // bench kv
+void add_bench_command(CLI::App& app, int& exit_code);   // bench kv | scheduler | cpu
+void add_generate_command(CLI::App& app, int& exit_code);  // generate
+
+// Loads FILE (empty: the embedded default); on errors prints them all to stderr, returns nullopt.
+std::optional<config::Config> load_config_or_report(const std::string& file);
 
 }  // namespace actorlm::tools

@@ -1,0 +1,137 @@
+#include "actors/shard/cpu_backend.hpp"
+
+#include "actors/shard/cpu_shard_actor.hpp"
+#include "kernels/cpu/collective.hpp"
+#include "kernels/cpu/model/kv_cache.hpp"
+#include "model/format/open.hpp"
+
+#include <cblas.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+namespace actorlm::shard {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* default_model_file = "SmolLM2-135M-Instruct.Q4_1.gguf";
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+fs::path executable_dir() {
+  std::error_code ec;
+  auto p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path{} : p.parent_path();
+}
+
+// One collective per rank, joined concurrently (each join waits for all the others).
+std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world) {
+  std::vector<std::shared_ptr<kernels::cpu::Collective>> out(static_cast<std::size_t>(world));
+  if (world == 1) return out;
+  auto rv = std::make_shared<kernels::cpu::CollectiveRendezvous>(world);
+  std::vector<std::thread> threads;
+  std::mutex m;
+  std::string error;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        out[static_cast<std::size_t>(r)] = kernels::cpu::Collective::join(rv, r, std::chrono::seconds(60));
+      } catch (const std::exception& e) {
+        std::lock_guard lock(m);
+        error = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw std::runtime_error("cpu backend: all-reduce group: " + error);
+  return out;
+}
+
+}  // namespace
+
+std::string resolve_model_path(const config::Config& cfg) {
+  if (!cfg.model.path.empty()) return cfg.model.path;
+  std::vector<fs::path> dirs;
+  if (const char* env = std::getenv("ACTORLM_MODELS_DIR")) dirs.emplace_back(env);
+  if (auto exe = executable_dir(); !exe.empty()) dirs.push_back(exe / ".." / ".." / "models");
+  dirs.emplace_back("models");
+  std::string looked;
+  for (const auto& d : dirs) {
+    const fs::path p = d / default_model_file;
+    if (fs::exists(p)) return fs::weakly_canonical(p).string();
+    looked += "\n  " + p.string();
+  }
+  throw std::runtime_error(std::string("model.path is not set and the default model ") +
+                           default_model_file + " was not found; looked in:" + looked +
+                           "\nFetch it with tools/models/fetch_default_model.sh (or run tools/setup.sh), "
+                           "or set model.path");
+}
+
+CpuBackend load_cpu_backend(const config::Config& cfg) {
+  CpuBackend b;
+  b.model_path = resolve_model_path(cfg);
+  const auto t0 = std::chrono::steady_clock::now();
+  b.source = model::open_tensor_source(b.model_path);
+  b.spec = kernels::cpu::read_model_spec(*b.source);
+  const auto world = static_cast<std::int32_t>(cfg.engine.tensor_parallel_degree);
+  const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
+  const auto heads = kernels::cpu::partition_heads(b.spec, 0, world);  // throws when it can't split
+  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.spec, heads, block_size);
+
+  const auto blocks_in = [&](double gib_budget) {
+    return static_cast<std::uint32_t>(std::min<double>(gib_budget * gib / double(b.block_bytes), 1u << 30));
+  };
+  b.capacity.device_blocks = cfg.cache.num_gpu_blocks_override > 0
+                                 ? static_cast<std::uint32_t>(cfg.cache.num_gpu_blocks_override)
+                                 : blocks_in(cfg.cache.cpu_kv_space);
+  b.capacity.host_blocks = blocks_in(cfg.cache.swap_space);
+  const std::int64_t cache_tokens = std::int64_t(b.capacity.device_blocks) * block_size;
+  if (cache_tokens < cfg.model.max_model_len)
+    throw std::invalid_argument(
+        "cache.cpu_kv_space = " + std::to_string(cfg.cache.cpu_kv_space) + " GiB holds " +
+        std::to_string(cache_tokens) + " tokens (" + std::to_string(b.block_bytes) +
+        " bytes per block of " + std::to_string(block_size) + "), fewer than model.max_model_len = " +
+        std::to_string(cfg.model.max_model_len) + "; raise cache.cpu_kv_space or lower max_model_len");
+  if (cfg.model.max_model_len > b.spec.max_position)
+    spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
+                 b.spec.max_position);
+
+  // OpenBLAS threads: the cores shared among the ranks.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  openblas_set_num_threads(std::max(1, cores / world));
+
+  auto collectives = join_group(world);
+  auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
+  for (std::int32_t r = 0; r < world; ++r) {
+    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.spec, r, world));
+    b.weight_bytes += w->bytes();
+    kernels::cpu::AllReduce reduce;
+    if (auto c = collectives[static_cast<std::size_t>(r)])
+      reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
+    shards->push_back(std::make_unique<CpuShard>(
+        std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks},
+        std::move(reduce)));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.0f} MiB of float weights over {} rank(s); "
+               "KV cache {} blocks of {} tokens ({:.0f} MiB per rank), {} host blocks for swap",
+               b.model_path, b.spec.describe(), secs, double(b.weight_bytes) / (1 << 20), world,
+               b.capacity.device_blocks, block_size,
+               double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
+
+  b.factory = [shards](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
+    if (rank >= shards->size() || !(*shards)[rank] || world_size != shards->size())
+      throw std::logic_error("cpu backend: shard " + std::to_string(rank) + " of " +
+                             std::to_string(world_size) + " requested twice or out of range");
+    return spawn_cpu_shard(sys, std::move((*shards)[rank]));
+  };
+  return b;
+}
+
+}  // namespace actorlm::shard

@@ -1,0 +1,37 @@
+#pragma once
+// Sets up the cpu backend for an engine: finds and loads the model checkpoint, splits its
+// weights over the tensor-parallel ranks, sizes the KV cache from the memory budget
+// (cache.cpu_kv_space per rank for the cache, cache.swap_space for swapped-out blocks), joins
+// the ranks' all-reduce group (Gloo) and hands the engine a factory for the shard actors.
+
+#include "actors/config/config.hpp"
+#include "actors/engine/engine.hpp"
+#include "kernels/cpu/model/model_spec.hpp"
+
+#include <memory>
+#include <string>
+
+namespace actorlm::model { class TensorSource; }
+
+namespace actorlm::shard {
+
+struct CpuBackend {
+  std::string model_path;
+  std::shared_ptr<const model::TensorSource> source;  // the opened checkpoint (for the tokenizer)
+  kernels::cpu::ModelSpec spec;
+  engine::KvCapacity capacity;
+  std::size_t block_bytes = 0;         // one KV block on one rank
+  std::size_t weight_bytes = 0;        // all ranks together, as float
+  engine::ShardFactory factory;        // each rank's actor, once
+};
+
+// model.path when set, else the default model (SmolLM2-135M-Instruct Q4_1) looked up in
+// $ACTORLM_MODELS_DIR, <executable>/../../models and ./models. Throws std::runtime_error saying
+// where it looked and how to fetch the default model.
+std::string resolve_model_path(const config::Config& cfg);
+
+// Throws model::ModelFileError for a bad checkpoint and std::invalid_argument for a
+// configuration the model cannot be served with (tensor parallel degree, cache too small).
+CpuBackend load_cpu_backend(const config::Config& cfg);
+
+}  // namespace actorlm::shard

@@ -1,0 +1,91 @@
+#include "actors/shard/cpu_shard.hpp"
+
+#include "kernels/cpu/sampling.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace actorlm::shard {
+
+namespace {
+
+template <class Move>
+std::vector<kernels::BlockPair> pairs(const std::vector<Move>& moves) {
+  std::vector<kernels::BlockPair> out;
+  out.reserve(moves.size());
+  for (const auto& m : moves) out.push_back({m.src, m.dst});
+  return out;
+}
+
+kernels::cpu::SamplerParams sampler_params(const SamplingParams& s) {
+  kernels::cpu::SamplerParams p;
+  p.temperature = s.temperature;
+  p.top_p = s.top_p;
+  p.top_k = s.top_k;
+  p.min_p = s.min_p;
+  p.seed = s.seed;
+  p.top_logprobs = s.logprobs ? s.top_logprobs : 0;
+  return p;
+}
+
+}  // namespace
+
+CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
+                   const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce)
+    : weights_(std::move(weights)),
+      cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks),
+      transformer_(*weights_, std::move(all_reduce)) {}
+
+StepResult CpuShard::execute(const Step& step) {
+  const auto start = std::chrono::steady_clock::now();
+  if (step.block_size != cache_.block_size())
+    throw std::invalid_argument("cpu shard: step block size " + std::to_string(step.block_size) +
+                                " but the cache uses " + std::to_string(cache_.block_size()));
+  try {
+    // The block manager's order: moves out free device blocks that moves in may reuse; copies
+    // (copy-on-write, forks) may read blocks just moved in.
+    cache_.swap_out(pairs(step.swap_out));
+    cache_.swap_in(pairs(step.swap_in));
+    cache_.copy(pairs(step.copies));
+
+    batch_.clear();
+    for (const auto& w : step.seqs) {
+      if (w.padding || w.tokens.empty()) continue;  // dynamic batching's finished members
+      batch_.push_back({std::span<const std::int32_t>(w.tokens.data(), w.tokens.size()), w.first_position,
+                        std::span<const std::uint32_t>(w.block_table.data(), w.block_table.size()),
+                        w.num_samples > 0});
+    }
+    const bool sampler = weights_->rank == 0;
+    transformer_.forward(batch_, cache_, sampler, logits_);
+  } catch (const std::out_of_range& e) {
+    throw std::invalid_argument(std::string("cpu shard: ") + e.what());
+  }
+
+  StepResult r;
+  r.step_id = step.id;
+  if (weights_->rank == 0) {
+    const auto vocab = static_cast<std::size_t>(weights_->spec.vocab);
+    std::size_t row = 0;
+    for (const auto& w : step.seqs) {
+      if (w.padding || w.tokens.empty() || w.num_samples == 0) continue;
+      const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      const auto params = sampler_params(w.sampling);
+      const std::uint64_t position = w.first_position + w.tokens.size();
+      for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+        const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
+        auto s = kernels::cpu::sample(logits, params, sample, position);
+        SampledToken t{w.seq, s.token, s.logprob, {}};
+        if (w.sampling.logprobs)
+          for (const auto& top : s.top) t.top.push_back({top.token, top.logprob});
+        r.tokens.push_back(std::move(t));
+      }
+      ++row;
+    }
+  }
+  r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace actorlm::shard

@@ -1,0 +1,41 @@
+#pragma once
+// The cpu backend's work for one tensor-parallel rank, without CAF: applies a Step's block
+// copies and swaps to its KV cache, runs the model forward over the step's sequences, and (on
+// rank 0) samples the next tokens. The shard actor wraps one of these.
+
+#include "actors/shard/shard_messages.hpp"
+#include "kernels/cpu/model/kv_cache.hpp"
+#include "kernels/cpu/model/transformer.hpp"
+
+#include <memory>
+
+namespace actorlm::shard {
+
+struct CpuShardOptions {
+  std::uint32_t block_size = 16;
+  std::uint32_t device_blocks = 0;
+  std::uint32_t host_blocks = 0;
+};
+
+class CpuShard {
+ public:
+  // `all_reduce` sums a buffer over the tensor-parallel group (unused when world == 1).
+  CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights, const CpuShardOptions& options,
+           kernels::cpu::AllReduce all_reduce = {});
+
+  // Throws std::invalid_argument for a step this shard cannot run (block size, token ids, block
+  // tables): the actor turns that into an error reply.
+  StepResult execute(const Step& step);
+
+  const kernels::cpu::ModelWeights& weights() const { return *weights_; }
+  kernels::cpu::KvCache& cache() { return cache_; }
+
+ private:
+  std::shared_ptr<const kernels::cpu::ModelWeights> weights_;
+  kernels::cpu::KvCache cache_;
+  kernels::cpu::Transformer transformer_;
+  std::vector<kernels::cpu::ForwardSeq> batch_;
+  std::vector<float> logits_;  // [rows, vocab]
+};
+
+}  // namespace actorlm::shard

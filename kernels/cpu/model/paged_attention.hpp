@@ -1,0 +1,48 @@
+#pragma once
+// Attention over a paged KV cache, for one sequence at a time: prefill chunks (causal, attending
+// to earlier chunks already in the cache) and decode are the same call. A block holds
+// `block_size` consecutive positions; position p lives in block block_table[p / block_size],
+// slot p % block_size.
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace actorlm::kernels::cpu {
+
+// One layer's K (or V) plane: [num_blocks, kv_heads, block_size, head_dim] floats.
+struct KvPlaneView {
+  float* data = nullptr;
+  std::uint32_t num_blocks = 0;
+  std::int32_t kv_heads = 0;
+  std::uint32_t block_size = 0;
+  std::int32_t head_dim = 0;
+
+  std::size_t block_floats() const { return std::size_t(kv_heads) * block_size * head_dim; }
+  // [head_dim] of head h at position p of a sequence with this block table.
+  float* at(std::span<const std::uint32_t> table, std::uint32_t p, std::int32_t h) const {
+    return data + std::size_t(table[p / block_size]) * block_floats() +
+           (std::size_t(h) * block_size + p % block_size) * head_dim;
+  }
+};
+
+// Writes rows k, v ([n, kv_heads * head_dim] with a row stride) at positions first .. first+n-1.
+// Throws std::out_of_range when the table does not cover them or names a block out of range.
+void write_kv(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
+              std::span<const std::uint32_t> table, std::uint32_t first, std::uint32_t n,
+              const float* k, const float* v, std::int64_t row_stride);
+
+struct AttentionScratch {
+  std::vector<float> keys, values, scores;
+};
+
+// q: [n, row_stride] with q_heads heads of head_dim from the start of each row, for positions
+// first .. first+n-1. out: [n, q_heads * head_dim]. Query row t attends to positions
+// [0, first + t] of the cache (which must already hold them). Query head j reads KV head
+// j * kv_heads / q_heads. scale is usually 1/sqrt(head_dim).
+void paged_attention(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
+                     std::span<const std::uint32_t> table, std::uint32_t first, std::uint32_t n,
+                     const float* q, std::int64_t row_stride, std::int32_t q_heads, float scale,
+                     float* out, AttentionScratch& scratch);
+
+}  // namespace actorlm::kernels::cpu

@@ -1,0 +1,140 @@
+#include "kernels/cpu/model/transformer.hpp"
+
+#include "kernels/cpu/model/ops.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace actorlm::kernels::cpu {
+
+Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce)
+    : w_(weights), all_reduce_(std::move(all_reduce)) {
+  if (w_.world > 1 && !all_reduce_)
+    throw std::invalid_argument("transformer: tensor parallel degree " + std::to_string(w_.world) +
+                                " needs an all-reduce");
+}
+
+void Transformer::reduce(float* data, std::int64_t n) {
+  if (w_.world > 1) all_reduce_(std::span<float>(data, static_cast<std::size_t>(n)));
+}
+
+void Transformer::norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out) {
+  const ModelSpec& s = w_.spec;
+  if (s.arch == Arch::llama) rms_norm(x, tokens_, s.hidden, w.data(), s.norm_eps, out);
+  else layer_norm(x, tokens_, s.hidden, w.data(), b.data(), s.norm_eps, out);
+}
+
+void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
+                          std::vector<float>& logits) {
+  const ModelSpec& s = w_.spec;
+  const std::int64_t h = s.hidden;
+  tokens_ = 0;
+  for (const auto& q : seqs) tokens_ += static_cast<std::int64_t>(q.tokens.size());
+  logits.clear();
+  if (tokens_ == 0) return;
+
+  positions_.resize(static_cast<std::size_t>(tokens_));
+  x_.resize(static_cast<std::size_t>(tokens_ * h));
+  std::int64_t row = 0;
+  for (const auto& q : seqs)
+    for (std::size_t i = 0; i < q.tokens.size(); ++i, ++row) {
+      const std::int32_t t = q.tokens[i];
+      if (t < 0 || t >= s.vocab)
+        throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " +
+                                std::to_string(s.vocab));
+      positions_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(q.first_position + i);
+      std::copy_n(w_.embed.begin() + t * h, h, x_.begin() + row * h);
+    }
+
+  normed_.resize(x_.size());
+  normed2_.resize(x_.size());
+  proj_.resize(x_.size());
+  mlp_out_.resize(x_.size());
+  for (std::int32_t i = 0; i < s.n_layers; ++i) {
+    const LayerWeights& l = w_.layers[static_cast<std::size_t>(i)];
+    norm(l.attn_norm, l.attn_norm_bias, x_.data(), normed_.data());
+    attention_block(i, seqs, cache, normed_.data(), proj_.data());
+    if (s.parallel_block) {
+      const float* mlp_in = normed_.data();
+      if (!l.mlp_norm.empty()) {
+        norm(l.mlp_norm, l.mlp_norm_bias, x_.data(), normed2_.data());
+        mlp_in = normed2_.data();
+      }
+      mlp_block(l, mlp_in, mlp_out_.data());
+      add_in_place(proj_.data(), mlp_out_.data(), tokens_ * h);
+      reduce(proj_.data(), tokens_ * h);  // one all-reduce for both branches
+      add_in_place(x_.data(), proj_.data(), tokens_ * h);
+    } else {
+      reduce(proj_.data(), tokens_ * h);
+      add_in_place(x_.data(), proj_.data(), tokens_ * h);
+      norm(l.mlp_norm, l.mlp_norm_bias, x_.data(), normed_.data());
+      mlp_block(l, normed_.data(), mlp_out_.data());
+      reduce(mlp_out_.data(), tokens_ * h);
+      add_in_place(x_.data(), mlp_out_.data(), tokens_ * h);
+    }
+  }
+  if (!compute_logits) return;
+
+  // Final norm and output projection only for the rows whose logits are wanted.
+  std::vector<float> last;  // [rows, hidden]
+  row = 0;
+  for (const auto& q : seqs) {
+    const auto n = static_cast<std::int64_t>(q.tokens.size());
+    if (q.all_logits) last.insert(last.end(), x_.begin() + row * h, x_.begin() + (row + n) * h);
+    else if (q.want_logits && n > 0) last.insert(last.end(), x_.begin() + (row + n - 1) * h, x_.begin() + (row + n) * h);
+    row += n;
+  }
+  const std::int64_t rows = static_cast<std::int64_t>(last.size()) / h;
+  if (s.arch == Arch::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
+  else layer_norm(last.data(), rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, last.data());
+  logits.resize(static_cast<std::size_t>(rows * s.vocab));
+  matmul_nt(last.data(), rows, h, w_.output_matrix(), s.vocab, logits.data());
+}
+
+void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs,
+                                  KvCache& cache, const float* normed, float* out) {
+  const ModelSpec& s = w_.spec;
+  const HeadPartition& p = w_.heads;
+  const LayerWeights& l = w_.layers[static_cast<std::size_t>(layer)];
+  const std::int64_t hd = s.head_dim;
+  const std::int64_t qkv_width = (p.q_count + 2 * p.kv_count) * hd;
+  qkv_.resize(static_cast<std::size_t>(tokens_ * qkv_width));
+  matmul_nt(normed, tokens_, s.hidden, l.wqkv.data(), qkv_width, qkv_.data());
+
+  const RopeParams rope{s.head_dim, s.rope_theta, s.rope_linear_factor, s.rope_style};
+  apply_rope(qkv_.data(), tokens_, qkv_width, p.q_count + p.kv_count, positions_, rope);
+
+  attn_.resize(static_cast<std::size_t>(tokens_ * p.q_count * hd));
+  const KvPlaneView kp = cache.k(layer), vp = cache.v(layer);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::int64_t row = 0;
+  for (const auto& q : seqs) {
+    const auto n = static_cast<std::uint32_t>(q.tokens.size());
+    const float* base = qkv_.data() + row * qkv_width;
+    write_kv(kp, vp, q.block_table, q.first_position, n, base + p.q_count * hd,
+             base + (p.q_count + p.kv_count) * hd, qkv_width);
+    paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width, p.q_count, scale,
+                    attn_.data() + row * p.q_count * hd, scratch_);
+    row += n;
+  }
+  matmul_nt(attn_.data(), tokens_, p.q_count * hd, l.wo.data(), s.hidden, out);
+}
+
+void Transformer::mlp_block(const LayerWeights& l, const float* normed, float* out) {
+  const ModelSpec& s = w_.spec;
+  const std::int64_t f = w_.heads.ffn_count;
+  if (s.arch == Arch::llama) {
+    up_.resize(static_cast<std::size_t>(tokens_ * 2 * f));
+    matmul_nt(normed, tokens_, s.hidden, l.w_up.data(), 2 * f, up_.data());
+    act_.resize(static_cast<std::size_t>(tokens_ * f));
+    silu_mul(up_.data(), tokens_, f, act_.data());
+  } else {
+    act_.resize(static_cast<std::size_t>(tokens_ * f));
+    matmul_nt(normed, tokens_, s.hidden, l.w_up.data(), f, act_.data());
+    gelu(act_.data(), tokens_ * f);
+  }
+  matmul_nt(act_.data(), tokens_, f, l.w_down.data(), s.hidden, out);
+}
+
+}  // namespace actorlm::kernels::cpu

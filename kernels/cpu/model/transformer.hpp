@@ -1,0 +1,58 @@
+#pragma once
+// The model forward of one tensor-parallel rank: a batch of sequences, each a run of tokens at
+// consecutive positions (a prefill chunk or one decode token), flattened into one [tokens,
+// hidden] activation so every GEMM sees the whole batch. Attention reads and writes the paged
+// KV cache per sequence. With world > 1 the partial outputs are summed by `all_reduce` (twice
+// per Llama layer, once per Falcon layer: its attention and MLP run in parallel).
+
+#include "kernels/cpu/model/kv_cache.hpp"
+#include "kernels/cpu/model/weights.hpp"
+
+#include <functional>
+#include <span>
+#include <vector>
+
+namespace actorlm::kernels::cpu {
+
+struct ForwardSeq {
+  std::span<const std::int32_t> tokens;        // [n]
+  std::uint32_t first_position = 0;            // of tokens[0]
+  std::span<const std::uint32_t> block_table;  // covers [0, first_position + n)
+  bool want_logits = false;                    // logits of the last token
+  bool all_logits = false;                     // logits of every token (prompt log-probabilities)
+};
+
+using AllReduce = std::function<void(std::span<float>)>;
+
+class Transformer {
+ public:
+  // `weights` must outlive the Transformer. `all_reduce` is required when weights.world > 1.
+  explicit Transformer(const ModelWeights& weights, AllReduce all_reduce = {});
+
+  // Runs the batch, writing its K/V into `cache`. When `compute_logits` (rank 0), `logits`
+  // becomes [rows, vocab]: one row per sequence with want_logits (its last token), n rows for
+  // one with all_logits, in batch order.
+  // Throws std::out_of_range for a token id outside the vocabulary or a table that does not
+  // cover a sequence.
+  void forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
+               std::vector<float>& logits);
+
+  const ModelWeights& weights() const { return w_; }
+
+ private:
+  void attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs, KvCache& cache,
+                       const float* normed, float* out);
+  void mlp_block(const LayerWeights& l, const float* normed, float* out);
+  void norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out);
+  void reduce(float* data, std::int64_t n);
+
+  const ModelWeights& w_;
+  AllReduce all_reduce_;
+  std::int64_t tokens_ = 0;  // rows of the current batch
+  std::vector<std::int32_t> positions_;
+  // Activations, [tokens_, ...]
+  std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
+  AttentionScratch scratch_;
+};
+
+}  // namespace actorlm::kernels::cpu

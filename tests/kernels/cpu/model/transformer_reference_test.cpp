@@ -1,0 +1,153 @@
+// The cpu forward against HF transformers: tiny random Llama and Falcon models (both Falcon
+// designs) in safetensors (F32, BF16, sharded) and GGUF (F32, F16, Q8_0, Q4_0, Q4_1), whose
+// reference logits and greedy continuations were computed by transformers on the same weights
+// (for GGUF: the dequantized weights). Also: chunked prefill equals one-shot prefill, and
+// decoding token by token equals the prompt's logits row by row.
+#define BOOST_TEST_MODULE transformer_reference
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "tests/kernels/cpu/model/model_fixture.hpp"
+
+#include <cmath>
+
+using namespace actorlm;
+using namespace actorlm::kernels::cpu;
+using actorlm::testing::fixture;
+
+namespace {
+
+struct Case {
+  const char* model;      // file or folder under fixtures/
+  const char* reference;  // its transformers reference
+  Arch arch;
+  bool tied, two_norms;
+};
+std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.model; }
+
+const Case cases[] = {
+    {"llama", "llama.reference.json", Arch::llama, false, false},
+    {"llama-sharded", "llama.reference.json", Arch::llama, false, false},
+    {"llama-bf16", "llama-bf16.reference.json", Arch::llama, false, false},
+    {"llama.gguf", "llama-f16.reference.json", Arch::llama, false, false},
+    {"llama-q8_0.gguf", "llama-q8_0.reference.json", Arch::llama, false, false},
+    {"llama-q4_0.gguf", "llama-q4_0.reference.json", Arch::llama, false, false},
+    {"llama-q4_1.gguf", "llama-q4_1.reference.json", Arch::llama, false, false},
+    {"llama-tied", "llama-tied.reference.json", Arch::llama, true, false},
+    {"llama-tied.gguf", "llama-tied.reference.json", Arch::llama, true, false},
+    {"falcon-7b-style", "falcon-7b-style.reference.json", Arch::falcon, true, false},
+    {"falcon-7b-style.gguf", "falcon-7b-style.reference.json", Arch::falcon, true, false},
+    {"falcon-40b-style", "falcon-40b-style.reference.json", Arch::falcon, false, true},
+    {"falcon-40b-style.gguf", "falcon-40b-style.reference.json", Arch::falcon, false, true},
+    {"falcon-40b-style-f16.gguf", "falcon-40b-style-f16.reference.json", Arch::falcon, false, true},
+};
+
+constexpr std::uint32_t block_size = 4;
+constexpr std::uint32_t num_blocks = 64;
+
+// Runs the prompt in chunks of `chunk` tokens; returns the logits of every prompt position.
+std::vector<std::vector<float>> run_prompt(Transformer& t, KvCache& cache,
+                                           const std::vector<std::int32_t>& prompt,
+                                           const std::vector<std::uint32_t>& table, std::uint32_t chunk) {
+  std::vector<std::vector<float>> rows;
+  std::vector<float> logits;
+  const auto vocab = static_cast<std::size_t>(t.weights().spec.vocab);
+  for (std::uint32_t first = 0; first < prompt.size(); first += chunk) {
+    const auto n = std::min<std::size_t>(chunk, prompt.size() - first);
+    ForwardSeq s{{prompt.data() + first, n}, first, table, true, true};
+    t.forward({&s, 1}, cache, true, logits);
+    for (std::size_t r = 0; r < n; ++r) rows.emplace_back(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
+  }
+  return rows;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  return worst;
+}
+
+std::int32_t argmax(const std::vector<float>& v) {
+  return static_cast<std::int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers, boost::unit_test::data::make(cases), c) {
+  auto m = actorlm::testing::load_model(c.model);
+  BOOST_TEST((m.spec.arch == c.arch));
+  BOOST_TEST(m.spec.tied_embeddings == c.tied);
+  BOOST_TEST(m.spec.two_norms == c.two_norms);
+  const auto ref = actorlm::testing::load_reference(c.reference);
+
+  Transformer t(m.weights);
+  KvCache cache(m.spec, m.weights.heads, block_size, num_blocks, 0);
+  const std::uint32_t total = static_cast<std::uint32_t>(ref.prompt.size() + ref.greedy.size());
+  const auto table = actorlm::testing::shuffled_table(num_blocks, block_size, total, 7);
+  const auto rows = run_prompt(t, cache, ref.prompt, table, static_cast<std::uint32_t>(ref.prompt.size()));
+  BOOST_REQUIRE_EQUAL(rows.size(), ref.logits.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) worst = std::max(worst, max_abs_diff(rows[i], ref.logits[i]));
+  BOOST_TEST_MESSAGE(c.model << ": max |logit - transformers| = " << worst);
+  BOOST_TEST(worst < 5e-5);
+
+  // Greedy decoding, one token per step, through the paged cache.
+  std::vector<std::int32_t> out{argmax(rows.back())};
+  std::vector<float> logits;
+  while (out.size() < ref.greedy.size()) {
+    const std::int32_t tok = out.back();
+    const auto pos = static_cast<std::uint32_t>(ref.prompt.size() + out.size() - 1);
+    ForwardSeq s{{&tok, 1}, pos, table, true, false};
+    t.forward({&s, 1}, cache, true, logits);
+    out.push_back(argmax(logits));
+  }
+  BOOST_TEST(out == ref.greedy, boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
+                     boost::unit_test::data::make({1u, 3u, 5u, 8u}), chunk) {
+  for (const char* name : {"llama", "falcon-40b-style"}) {
+    auto m = actorlm::testing::load_model(name);
+    const auto ref = actorlm::testing::load_reference(std::string(name) + ".reference.json");
+    Transformer t(m.weights);
+    KvCache a(m.spec, m.weights.heads, block_size, num_blocks, 0), b(m.spec, m.weights.heads, block_size, num_blocks, 0);
+    const auto table = actorlm::testing::shuffled_table(num_blocks, block_size, 24, chunk);
+    const auto whole = run_prompt(t, a, ref.prompt, table, 24);
+    const auto chunked = run_prompt(t, b, ref.prompt, table, chunk);
+    double worst = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i) worst = std::max(worst, max_abs_diff(whole[i], chunked[i]));
+    BOOST_TEST_MESSAGE(name << " chunk " << chunk << ": max diff " << worst);
+    BOOST_TEST(worst < 1e-4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(parameter_counts_follow_the_architecture) {
+  for (const char* name : {"llama", "llama-tied", "falcon-7b-style", "falcon-40b-style"}) {
+    auto m = actorlm::testing::load_model(name);
+    std::int64_t stored = 0;
+    for (const auto& info : m.source->tensors()) stored += info.numel();
+    BOOST_TEST(m.spec.parameter_count() == stored, name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_tensor_is_named_in_the_error) {
+  auto src = model::open_tensor_source(fixture("llama.gguf"));
+  auto spec = read_model_spec(*src);
+  spec.n_layers += 1;  // asks for blk.2.*, which the file does not have
+  BOOST_CHECK_EXCEPTION(load_weights(*src, spec), model::ModelFileError, [](const auto& e) {
+    const std::string what = e.what();
+    BOOST_TEST_MESSAGE(what);
+    return what.find("blk.2.attn_norm.weight") != std::string::npos && what.find("llama.gguf") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_token_outside_the_vocabulary_is_rejected) {
+  auto m = actorlm::testing::load_model("llama.gguf");
+  Transformer t(m.weights);
+  KvCache cache(m.spec, m.weights.heads, block_size, 4, 0);
+  const std::int32_t bad = m.spec.vocab;
+  const std::vector<std::uint32_t> table{0};
+  ForwardSeq s{{&bad, 1}, 0, table, true, false};
+  std::vector<float> logits;
+  BOOST_CHECK_THROW(t.forward({&s, 1}, cache, true, logits), std::out_of_range);
+}
