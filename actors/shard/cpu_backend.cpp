@@ -6,6 +6,7 @@
 #include "model/format/open.hpp"
 
 #include <cblas.h>
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -92,12 +93,16 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
                                  : blocks_in(cfg.cache.cpu_kv_space);
   b.capacity.host_blocks = blocks_in(cfg.cache.swap_space);
   const std::int64_t cache_tokens = std::int64_t(b.capacity.device_blocks) * block_size;
-  if (cache_tokens < cfg.model.max_model_len)
-    throw std::invalid_argument(
-        "cache.cpu_kv_space = " + std::to_string(cfg.cache.cpu_kv_space) + " GiB holds " +
-        std::to_string(cache_tokens) + " tokens (" + std::to_string(b.block_bytes) +
-        " bytes per block of " + std::to_string(block_size) + "), fewer than model.max_model_len = " +
-        std::to_string(cfg.model.max_model_len) + "; raise cache.cpu_kv_space or lower max_model_len");
+  if (cache_tokens < cfg.model.max_model_len) {
+    const std::string budget =
+        cfg.cache.num_gpu_blocks_override > 0
+            ? fmt::format("cache.num_gpu_blocks_override = {}", cfg.cache.num_gpu_blocks_override)
+            : fmt::format("cache.cpu_kv_space = {:g} GiB", cfg.cache.cpu_kv_space);
+    throw std::invalid_argument(fmt::format(
+        "{} holds {} tokens ({} bytes per block of {} tokens), fewer than model.max_model_len = {}; "
+        "raise it or lower model.max_model_len",
+        budget, cache_tokens, b.block_bytes, block_size, cfg.model.max_model_len));
+  }
   if (cfg.model.max_model_len > b.spec.max_position)
     spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
                  b.spec.max_position);
@@ -119,8 +124,8 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
         std::move(reduce)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.0f} MiB of float weights over {} rank(s); "
-               "KV cache {} blocks of {} tokens ({:.0f} MiB per rank), {} host blocks for swap",
+  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of float weights over {} rank(s); "
+               "KV cache {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
                b.model_path, b.spec.describe(), secs, double(b.weight_bytes) / (1 << 20), world,
                b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);

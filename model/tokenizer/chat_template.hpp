@@ -3,10 +3,10 @@
 // formats below (or the architecture does), rendered here in C++:
 //   chatml  "<|im_start|>{role}\n{content}<|im_end|>\n" per message; prompt
 //           "<|im_start|>assistant\n" (SmolLM2-Instruct's tokenizer_config.json template).
-//   llama3  "<|begin_of_text|>" then "<|start_header_id|>{role}<|end_header_id|>\n\n
-//           {content, ASCII whitespace trimmed}<|eot_id|>" per message; prompt "<|start_header_id|>assistant
-//           <|end_header_id|>\n\n" (Meta-Llama-3-8B-Instruct's template). The text starts with
-//           the BOS token, so the caller must not add another.
+//   llama3  "<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>" per message,
+//           content with ASCII whitespace trimmed, "<|begin_of_text|>" before the first; prompt
+//           "<|start_header_id|>assistant<|end_header_id|>\n\n" (Meta-Llama-3-8B-Instruct's
+//           template). The text holds the BOS token, so the caller must not add another.
 //   falcon  "System: ...", "User: ...", "Falcon: ..." lines joined by "\n"; prompt "\nFalcon:"
 //           (the chat format of tiiuae/falcon-180B-chat's model card; the Falcon-Instruct
 //           models were tuned on the same "User:"/"Falcon:" turns). Other roles are written
@@ -21,7 +21,7 @@ namespace actorlm::model {
 enum class ChatFormat { chatml, llama3, falcon };
 
 struct ChatMessage {
-  std::string role;     // system | user | assistant
+  std::string role;  // system | user | assistant
   std::string content;
 };
 

@@ -1,7 +1,9 @@
 #pragma once
-// Byte-level BPE tokenizer (GPT-2 style): text is split by the model's pre-tokenizer regexes
-// (PCRE2, Unicode classes), each piece's bytes mapped to printable code points, then merged by
-// merge rank. Special (control / user-defined) tokens are matched verbatim first when asked.
+// Byte-level BPE tokenizer (GPT-2 style, as HF tokenizers' BPE + ByteLevel): special tokens are
+// matched verbatim first (control tokens only when asked, user-defined ones always), the text
+// between them is split by the model's pre-tokenizer regexes (pre_tokenizer.hpp), and each
+// piece's bytes, spelled as printable code points (byte_level.hpp), are merged by merge rank.
+// Golden-tested against HF tokenizers on SmolLM2's vocabulary (tests/model/tokenizer/).
 
 #include <cstdint>
 #include <memory>
@@ -19,16 +21,16 @@ using Token = std::int32_t;
 
 // What a tokenizer is built from, whatever the source (GGUF metadata, tokenizer.json).
 struct Vocabulary {
-  std::vector<std::string> tokens;      // [n_vocab], byte-level encoded as stored in the file
-  std::vector<std::string> merges;      // "left right", rank = index
-  std::vector<std::int32_t> token_types;// [n_vocab] GGUF: 1 normal, 2 unknown, 3 control,
-                                        // 4 user-defined, 5 unused, 6 byte (empty: all normal)
-  std::string pre = "gpt2";             // pre-tokenizer name (GGUF tokenizer.ggml.pre)
+  std::vector<std::string> tokens;        // [n_vocab], byte-level encoded as stored in the file
+  std::vector<std::string> merges;        // "left right", rank = index
+  std::vector<std::int32_t> token_types;  // [n_vocab] GGUF: 1 normal, 2 unknown, 3 control,
+                                          // 4 user-defined, 5 unused, 6 byte (empty: all normal)
+  std::string pre = "gpt2";               // pre-tokenizer name (GGUF tokenizer.ggml.pre)
   Token bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;
-  std::string chat_template;            // Jinja source as stored, used to pick a ChatFormat
-  bool ignore_merges = false;           // a piece that is a token is taken whole, unmerged
-                                        // (HF BPE ignore_merges; llama.cpp does it for llama-bpe)
+  std::string chat_template;   // Jinja source as stored, used to pick a ChatFormat
+  bool ignore_merges = false;  // a piece that is a token is taken whole, unmerged
+                               // (HF BPE ignore_merges; llama.cpp does it for llama-bpe)
 };
 
 // What is wrong with a vocabulary, if anything: `field` names the Vocabulary member ("tokens",
@@ -46,8 +48,9 @@ std::optional<VocabularyProblem> find_problem(const Vocabulary& vocab);
 Vocabulary vocabulary_from_gguf(const GgufFile& file);
 // HF tokenizer.json (model.type BPE, byte-level, no normalizer); the pre-tokenizer type is
 // inferred from its pre_tokenizer. Special ids, add_bos and the chat template come from a
-// tokenizer_config.json in the same folder when there is one (else unk from model.unk_token and
-// bos from a TemplateProcessing post-processor that starts with a special token).
+// tokenizer_config.json in the same folder when there is one (else bos from a
+// TemplateProcessing post-processor that starts with a special token); unk also from
+// model.unk_token. (`unk` is informational: encode drops bytes it has no token for.)
 Vocabulary vocabulary_from_tokenizer_json(const std::string& path);
 
 class Tokenizer {
@@ -62,8 +65,9 @@ class Tokenizer {
   // otherwise they are encoded as plain text. User-defined tokens (type 4) are always matched
   // whole, as HF tokenizers (non-special added tokens) and llama.cpp do. Matching is
   // leftmost-longest. No BOS is added. Any bytes are accepted (invalid UTF-8 is encoded byte by
-  // byte). A byte whose spelling is not in the vocabulary becomes `unk`, or is dropped when
-  // there is none (HF BPE without unk_token). Thread-safe.
+  // byte), but a byte whose spelling is not in the vocabulary is dropped, as HF (BPE without
+  // unk_token) and llama.cpp do: SmolLM2 has no token for 0x04, 0xF1 or 0xFF, for example.
+  // Thread-safe.
   std::vector<Token> encode(std::string_view text, bool parse_special) const;
   // Raw bytes of the tokens joined (may end in an incomplete UTF-8 sequence).
   // Throws std::out_of_range on an id outside [0, size()).
@@ -89,7 +93,7 @@ class IncrementalDetokenizer {
   // no further bytes can complete) replaced by U+FFFD as soon as it is seen. Concatenating all
   // pushes and the flush gives the tokens' bytes decoded as Python's errors="replace" does.
   std::string push(Token t);
-  std::string flush();        // at the end: the rest, an incomplete tail replaced by U+FFFD
+  std::string flush();  // at the end: the rest, an incomplete tail replaced by U+FFFD
  private:
   const Tokenizer* tokenizer_;
   std::string pending_;

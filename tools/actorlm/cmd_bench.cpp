@@ -1,5 +1,6 @@
 // `actorlm bench kv`: prints progress on stderr and one JSON object as the last stdout line.
 #include "tools/actorlm/commands.hpp"
+#include "tools/bench/cpu_bench.hpp"
 #include "tools/bench/kv_bench.hpp"
 #include "tools/bench/scheduler_bench.hpp"
 
@@ -58,6 +59,27 @@ int run_scheduler(std::uint32_t steps, std::uint32_t threads) {
   std::cout << j.dump() << std::endl;
   return 0;
 }
+int run_cpu(bench::CpuBenchOptions opt) {
+  opt.progress = [](const std::string& line) { spdlog::info("bench cpu: {}", line); };
+  const auto r = bench::run_cpu_bench(opt);
+  nlohmann::json j = {{"bench", "cpu"}, {"model", r.model}, {"requests", opt.requests},
+                      {"max_tokens", opt.max_tokens}, {"prompt_tokens", r.prompt_tokens},
+                      {"tensor_parallel_degree", opt.config.engine.tensor_parallel_degree}};
+  double at32 = 0;
+  for (const auto& p : r.engine) {
+    const std::string c = std::to_string(p.concurrency);
+    j["tokens_per_s_" + c] = p.tokens_per_s;
+    j["median_ttft_s_" + c] = p.median_ttft_s;
+    if (p.concurrency == 32) at32 = p.tokens_per_s;
+  }
+  if (opt.sequential_baseline) {
+    j["tokens_per_s_one_at_a_time"] = r.sequential_tokens_per_s;
+    if (at32 > 0 && r.sequential_tokens_per_s > 0) j["batching_speedup_32"] = at32 / r.sequential_tokens_per_s;
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app, int& exit_code) {
@@ -86,6 +108,41 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   sched->add_option("--threads", *threads, "CAF scheduler threads")
       ->capture_default_str()
       ->check(CLI::Range(1u, 64u));
+  auto cpu_opt = std::make_shared<bench::CpuBenchOptions>();
+  auto cpu_config = std::make_shared<std::string>();
+  auto concurrency = std::make_shared<std::vector<std::uint32_t>>(cpu_opt->concurrency);
+  auto* cpu = bench->add_subcommand(
+      "cpu", "cpu backend on a real model: output tokens/s through the engine at 1, 8 and 32 concurrent "
+             "requests, and the same requests one at a time without batching");
+  cpu->add_option("--config", *cpu_config, "TOML config (default: the built-in default, cpu + default model)");
+  cpu->add_option("--model", cpu_opt->config.model.path, "GGUF file or safetensors folder (overrides model.path)");
+  cpu->add_option("--requests", cpu_opt->requests, "Requests per measurement")->capture_default_str()->check(CLI::Range(1u, 100'000u));
+  cpu->add_option("--max-tokens", cpu_opt->max_tokens, "Tokens generated per request")->capture_default_str()->check(CLI::Range(1u, 100'000u));
+  cpu->add_option("--concurrency", *concurrency, "Concurrent requests (closed loop), one measurement each")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(1u, 4096u));
+  cpu->add_flag("!--no-baseline", cpu_opt->sequential_baseline, "Skip the one-at-a-time baseline");
+  cpu->add_option("--tp", cpu_opt->config.engine.tensor_parallel_degree, "Tensor parallel degree")->check(CLI::Range(1, 64));
+  cpu->callback([cpu_opt, cpu_config, concurrency, &exit_code] {
+    const std::string model = cpu_opt->config.model.path;
+    const auto tp = cpu_opt->config.engine.tensor_parallel_degree;
+    auto cfg = load_config_or_report(*cpu_config);
+    if (!cfg) {
+      exit_code = 1;
+      return;
+    }
+    auto opt = *cpu_opt;
+    opt.config = *cfg;
+    if (!model.empty()) opt.config.model.path = model;
+    if (tp != config::EngineConfig{}.tensor_parallel_degree) opt.config.engine.tensor_parallel_degree = tp;
+    opt.concurrency = *concurrency;
+    try {
+      exit_code = run_cpu(opt);
+    } catch (const std::exception& e) {
+      spdlog::error("bench cpu: {}", e.what());
+      exit_code = 1;
+    }
+  });
+
   sched->callback([steps, threads, &exit_code] {
     try {
       exit_code = run_scheduler(*steps, *threads);

@@ -1,0 +1,188 @@
+#include "kernels/cpu/collective.hpp"
+
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <exception>
+#include <stdexcept>
+#include <utility>
+
+namespace actorlm::kernels::cpu {
+namespace {
+
+// Gloo's HashStore::get returns an empty value for a key not set yet, and connectFullMesh reads
+// the other ranks' hostnames with get() before it ever waits: a fast rank would read nothing.
+// This view waits for a key before reading it, with the joining rank's timeout, and reports a
+// timeout as JoinTimeout.
+struct JoinTimeout : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class WaitingStore : public gloo::rendezvous::Store {
+ public:
+  WaitingStore(std::shared_ptr<gloo::rendezvous::Store> inner, std::chrono::milliseconds timeout)
+      : inner_(std::move(inner)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    inner_->set(key, data);
+  }
+
+  std::vector<char> get(const std::string& key) override {
+    wait({key}, timeout_);
+    return inner_->get(key);
+  }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    try {
+      inner_->wait(keys, timeout);
+    } catch (const gloo::IoException& e) {
+      throw JoinTimeout(e.what());
+    }
+  }
+
+ private:
+  std::shared_ptr<gloo::rendezvous::Store> inner_;
+  std::chrono::milliseconds timeout_;
+};
+
+std::string prefix(int rank, int size) {
+  return "collective rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
+}
+
+}  // namespace
+
+// --- rendezvous ------------------------------------------------------------------------------
+
+CollectiveRendezvous::CollectiveRendezvous(int size)
+    : CollectiveRendezvous(size, std::make_shared<gloo::rendezvous::HashStore>(), "127.0.0.1") {}
+
+CollectiveRendezvous::CollectiveRendezvous(int size, std::shared_ptr<gloo::rendezvous::Store> store,
+                                           std::string hostname)
+    : size_(size), store_(std::move(store)), hostname_(std::move(hostname)) {
+  if (size < 1)
+    throw std::invalid_argument("collective rendezvous: size must be >= 1, got " +
+                                std::to_string(size));
+  joined_.assign(std::size_t(size), false);
+}
+
+CollectiveRendezvous::~CollectiveRendezvous() = default;
+
+void CollectiveRendezvous::claim(int rank) {
+  if (rank < 0 || rank >= size_)
+    throw std::invalid_argument(prefix(rank, size_) + "rank out of range");
+  std::lock_guard lock(mutex_);
+  if (joined_[std::size_t(rank)])
+    throw std::invalid_argument(prefix(rank, size_) + "this rank has already joined");
+  joined_[std::size_t(rank)] = true;
+}
+
+std::string CollectiveRendezvous::missing_ranks() {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  for (int r = 0; r < size_; ++r)
+    if (!joined_[std::size_t(r)]) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out.empty() ? "none" : out;
+}
+
+// --- collective ------------------------------------------------------------------------------
+
+Collective::Collective(int rank, int size, std::chrono::milliseconds timeout,
+                       std::shared_ptr<gloo::Context> context)
+    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {}
+
+Collective::~Collective() = default;
+
+std::unique_ptr<Collective> Collective::join(std::shared_ptr<CollectiveRendezvous> rendezvous,
+                                             int rank, std::chrono::milliseconds timeout) {
+  if (!rendezvous) throw std::invalid_argument("collective join: no rendezvous");
+  const int size = rendezvous->size();
+  rendezvous->claim(rank);
+  if (size == 1) return std::unique_ptr<Collective>(new Collective(rank, 1, timeout, nullptr));
+
+  try {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = rendezvous->hostname_;
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(timeout);
+    WaitingStore store(rendezvous->store_, timeout);
+    context->connectFullMesh(store, device);
+    // connectFullMesh returns once this rank's pairs are connected, which can be before a peer's
+    // side of the handshake is done; a rank that returned and left at once would then break the
+    // peer's join. After a barrier, every rank is connected.
+    gloo::BarrierOptions barrier(context);
+    barrier.setTimeout(timeout);
+    gloo::barrier(barrier);
+    return std::unique_ptr<Collective>(new Collective(rank, size, timeout, std::move(context)));
+  } catch (const JoinTimeout& e) {
+    throw std::runtime_error(
+        prefix(rank, size) + "join timed out after " + std::to_string(timeout.count()) +
+        " ms waiting for the other ranks (not joined: " + rendezvous->missing_ranks() +
+        "): " + e.what());
+  } catch (const std::exception& e) {  // gloo::EnforceNotMet is no std::runtime_error
+    throw std::runtime_error(prefix(rank, size) +
+                             "join failed connecting to the other ranks: " + e.what());
+  }
+}
+
+template <typename Op>
+void Collective::run(const char* what, std::size_t elements, Op&& op) {
+  try {
+    op();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(prefix(rank_, size_) + what + " of " + std::to_string(elements) +
+                             " elements failed (timeout " + std::to_string(timeout_.count()) +
+                             " ms): " + e.what());
+  }
+}
+
+void Collective::all_reduce_sum(std::span<float> data) {
+  const uint32_t tag = next_tag_++;
+  if (size_ == 1 || data.empty()) return;
+  run("all_reduce_sum", data.size(), [&] {
+    gloo::AllreduceOptions opts(context_);
+    opts.setOutput(data.data(), data.size());  // output only: reduced in place
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::allreduce(opts);
+  });
+}
+
+template <typename T>
+void Collective::broadcast_impl(std::span<T> data, int root, const char* what) {
+  if (root < 0 || root >= size_)
+    throw std::invalid_argument(prefix(rank_, size_) + what + ": root " + std::to_string(root) +
+                                " out of range");
+  const uint32_t tag = next_tag_++;
+  if (size_ == 1 || data.empty()) return;
+  run(what, data.size(), [&] {
+    gloo::BroadcastOptions opts(context_);
+    opts.setOutput(data.data(), data.size());  // the root's output is its input
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout_);
+    gloo::broadcast(opts);
+  });
+}
+
+void Collective::broadcast(std::span<float> data, int root) {
+  broadcast_impl(data, root, "broadcast");
+}
+
+void Collective::broadcast(std::span<int32_t> data, int root) {
+  broadcast_impl(data, root, "broadcast(int32)");
+}
+
+}  // namespace actorlm::kernels::cpu

@@ -1,0 +1,100 @@
+#pragma once
+// All-reduce and broadcast among the cpu backend's tensor-parallel shards, through Gloo's TCP
+// transport.
+//
+// A group of `size` ranks meets at a CollectiveRendezvous; each rank calls Collective::join from
+// its own thread, which returns once every rank has joined and all pairs are connected. After
+// that the ranks issue the same collectives in the same order, each from its own thread, with
+// equal element counts; a Collective is used by one thread at a time. Every call blocks until
+// this rank's part of the operation is done.
+//
+// Errors: an operation that cannot complete within the group's timeout (a rank missing, a
+// connection lost) throws std::runtime_error naming the rank, the operation and the cause. A
+// failed join spoils the rendezvous for everyone: make a new one. Destroying a rank's Collective
+// closes its connections, so the other ranks' next operations fail. Bad arguments (a rank or root
+// out of range, a rank joining twice) throw std::invalid_argument.
+//
+// A group of size 1 makes no Gloo calls: every operation is a no-op.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gloo {
+class Context;
+namespace rendezvous {
+class Store;
+}
+}  // namespace gloo
+
+namespace actorlm::kernels::cpu {
+
+// Where the ranks of one group find each other: a key-value store for exchanging addresses and
+// the host address this process listens on. This constructor makes the in-process kind (ranks
+// are threads sharing the object by pointer; a Gloo HashStore; loopback TCP). A multi-node kind
+// needs only another factory over a file or TCP store and the node's own address.
+class CollectiveRendezvous {
+ public:
+  explicit CollectiveRendezvous(int size);  // size >= 1, else std::invalid_argument
+  ~CollectiveRendezvous();
+
+  int size() const { return size_; }
+
+ private:
+  friend class Collective;
+
+  CollectiveRendezvous(int size, std::shared_ptr<gloo::rendezvous::Store> store,
+                       std::string hostname);
+
+  // Marks `rank` as joining; std::invalid_argument when out of range or already claimed.
+  void claim(int rank);
+  // The ranks that have not called join yet (in this process), e.g. "2, 3".
+  std::string missing_ranks();
+
+  int size_;
+  std::shared_ptr<gloo::rendezvous::Store> store_;
+  std::string hostname_;
+  std::mutex mutex_;
+  std::vector<bool> joined_;  // [size]
+};
+
+class Collective {
+ public:
+  // Blocks until all ranks have joined; `timeout` bounds the join and, later, each operation.
+  static std::unique_ptr<Collective> join(std::shared_ptr<CollectiveRendezvous> rendezvous,
+                                          int rank, std::chrono::milliseconds timeout);
+  ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  // data: [n], the same n on every rank. In place: every rank ends with the elementwise sum.
+  void all_reduce_sum(std::span<float> data);
+  // data: [n], the same n on every rank. In place: every rank ends with root's data.
+  void broadcast(std::span<float> data, int root);
+  void broadcast(std::span<int32_t> data, int root);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+ private:
+  Collective(int rank, int size, std::chrono::milliseconds timeout,
+             std::shared_ptr<gloo::Context> context);
+
+  template <typename T>
+  void broadcast_impl(std::span<T> data, int root, const char* what);
+  // Runs a Gloo operation, turning its exceptions into std::runtime_error naming this rank.
+  template <typename Op>
+  void run(const char* what, std::size_t elements, Op&& op);
+
+  int rank_;
+  int size_;
+  std::chrono::milliseconds timeout_;
+  std::shared_ptr<gloo::Context> context_;  // null for size 1
+  uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
+};
+
+}  // namespace actorlm::kernels::cpu

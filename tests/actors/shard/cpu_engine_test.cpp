@@ -1,0 +1,167 @@
+// The cpu backend through the real engine (scheduler, block manager, detached shard actors) on
+// tiny fixture models: batching, chunked prefill, preemption by recompute or swap, and tensor
+// parallelism over Gloo must not change greedy outputs; n = 2 shares the prompt's blocks.
+#define BOOST_TEST_MODULE cpu_engine
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "actors/engine/completions.hpp"
+#include "actors/serving/served_model.hpp"
+#include "actors/shard/cpu_backend.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+
+#include <random>
+
+namespace actorlm::config {
+std::ostream& operator<<(std::ostream& o, Preemption p) { return o << to_string(p); }
+}  // namespace actorlm::config
+
+using namespace actorlm;
+using scheduler::TokenId;
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(ACTORLM_MODEL_FIXTURES) + "/" + name; }
+
+config::Config base_config(const std::string& model) {
+  config::Config c;
+  c.engine.backend = config::Backend::cpu;
+  c.model.path = fixture(model);
+  c.model.max_model_len = 128;
+  c.cache.block_size = 4;
+  c.cache.num_gpu_blocks_override = 256;
+  c.cache.swap_space = 0.01;
+  c.scheduler.max_num_seqs = 32;
+  c.scheduler.max_num_batched_tokens = 512;
+  return c;
+}
+
+std::vector<std::vector<TokenId>> prompts(std::size_t n, std::uint32_t vocab, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<TokenId>> out(n);
+  for (auto& p : out) {
+    p.resize(3 + rng() % 20);
+    for (auto& t : p) t = static_cast<TokenId>(rng() % vocab);
+  }
+  return out;
+}
+
+struct RunOptions {
+  bool concurrent = true;
+  std::uint32_t n = 1;
+  float temperature = 0.0f;
+  std::uint64_t seed = 0;
+};
+
+// Every prompt's samples, submitted all at once or one after another.
+std::vector<std::vector<std::vector<TokenId>>> generate(const config::Config& cfg,
+                                                        const std::vector<std::vector<TokenId>>& ps,
+                                                        std::uint32_t max_tokens, RunOptions o = {},
+                                                        scheduler::EngineStats* stats = nullptr) {
+  caf::actor_system_config sc;
+  serving::register_engine_types(sc);
+  caf::actor_system sys{sc};
+  auto backend = shard::load_cpu_backend(cfg);
+  engine::Engine eng(sys, cfg, backend.capacity, backend.factory);
+  engine::Completions done(sys, o.n);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    scheduler::RequestSpec s;
+    s.id = i + 1;
+    s.prompt = ps[i];
+    s.max_tokens = max_tokens;
+    s.n = o.n;
+    s.sampling.temperature = o.temperature;
+    s.sampling.seed = o.seed;
+    BOOST_REQUIRE((eng.submit(std::move(s), done.sink()) == scheduler::SubmitStatus::accepted));
+    if (!o.concurrent) BOOST_REQUIRE(done.wait_finished(i + 1, std::chrono::seconds(120)));
+  }
+  BOOST_REQUIRE(done.wait_finished(ps.size(), std::chrono::seconds(300)));
+  if (stats) *stats = eng.stats();
+  auto got = done.take();
+  std::vector<std::vector<std::vector<TokenId>>> out;
+  for (std::size_t i = 0; i < ps.size(); ++i) out.push_back(got.at(i + 1).samples);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone) {
+  const auto cfg = base_config("llama.gguf");
+  const auto ps = prompts(12, 256, 1);
+  const auto alone = generate(cfg, ps, 12, {.concurrent = false});
+  const auto batched = generate(cfg, ps, 12);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    BOOST_TEST(alone[i].at(0).size() == 12u);
+    BOOST_TEST(batched[i].at(0) == alone[i].at(0), boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(chunked_prefill_through_the_engine_keeps_the_outputs) {
+  auto cfg = base_config("falcon-40b-style.gguf");
+  const auto ps = prompts(8, 256, 2);
+  const auto alone = generate(cfg, ps, 8, {.concurrent = false});
+  cfg.scheduler.chunked_prefill = true;
+  cfg.scheduler.max_num_batched_tokens = 8;
+  cfg.scheduler.max_num_seqs = 4;
+  const auto chunked = generate(cfg, ps, 8);
+  for (std::size_t i = 0; i < ps.size(); ++i) BOOST_TEST(chunked[i].at(0) == alone[i].at(0), boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(preempted_requests_resume_with_the_same_tokens,
+                     boost::unit_test::data::make({config::Preemption::recompute, config::Preemption::swap}), mode) {
+  auto cfg = base_config("llama.gguf");
+  const auto ps = prompts(10, 256, 3);
+  const auto alone = generate(cfg, ps, 24, {.concurrent = false});
+  cfg.cache.num_gpu_blocks_override = 24;  // 96 token slots for 10 requests of up to 46 tokens
+  cfg.model.max_model_len = 64;
+  cfg.scheduler.preemption = mode;
+  cfg.cache.prefix_caching = false;
+  scheduler::EngineStats st;
+  const auto tight = generate(cfg, ps, 24, {}, &st);
+  BOOST_TEST_MESSAGE("preemptions: " << st.counts.preemptions);
+  BOOST_TEST(st.counts.preemptions > 0u);
+  for (std::size_t i = 0; i < ps.size(); ++i) BOOST_TEST(tight[i].at(0) == alone[i].at(0), boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(tensor_parallel_two_equals_one,
+                     boost::unit_test::data::make({"llama.gguf", "falcon-7b-style", "falcon-40b-style.gguf"}), model) {
+  auto cfg = base_config(model);
+  const auto ps = prompts(6, 256, 4);
+  const auto one = generate(cfg, ps, 10);
+  cfg.engine.tensor_parallel_degree = 2;
+  const auto two = generate(cfg, ps, 10);
+  for (std::size_t i = 0; i < ps.size(); ++i) BOOST_TEST(two[i].at(0) == one[i].at(0), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(two_samples_share_the_prompt_blocks_and_differ) {
+  auto cfg = base_config("llama.gguf");
+  const std::vector<std::vector<TokenId>> ps{std::vector<TokenId>(40, 7)};  // 10 full blocks
+  scheduler::EngineStats st;
+  const auto a = generate(cfg, ps, 16, {.n = 2, .temperature = 1.0f, .seed = 11}, &st);
+  const auto b = generate(cfg, ps, 16, {.n = 2, .temperature = 1.0f, .seed = 11});
+  BOOST_REQUIRE(a[0].size() == 2u);
+  BOOST_TEST(a[0][0] != a[0][1]);         // independent samples
+  BOOST_TEST(a[0][0] == b[0][0], boost::test_tools::per_element());  // a seed reproduces them
+  BOOST_TEST(a[0][1] == b[0][1], boost::test_tools::per_element());
+  // Greedy, the two samples are the same sequence.
+  const auto g = generate(cfg, ps, 8, {.n = 2});
+  BOOST_TEST(g[0][0] == g[0][1], boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_cache_too_small_for_max_model_len_is_refused_with_the_numbers) {
+  auto cfg = base_config("llama.gguf");
+  cfg.cache.num_gpu_blocks_override = 4;
+  BOOST_CHECK_EXCEPTION(shard::load_cpu_backend(cfg), std::invalid_argument, [](const auto& e) {
+    const std::string w = e.what();
+    BOOST_TEST_MESSAGE(w);
+    return w.find("num_gpu_blocks_override = 4 holds 16 tokens") != std::string::npos && w.find("max_model_len = 128") != std::string::npos;
+  });
+}
+
+BOOST_AUTO_TEST_CASE(an_indivisible_tensor_parallel_degree_is_refused) {
+  auto cfg = base_config("llama.gguf");  // 4 heads
+  cfg.engine.tensor_parallel_degree = 8;
+  BOOST_CHECK_THROW(shard::load_cpu_backend(cfg), std::invalid_argument);
+}

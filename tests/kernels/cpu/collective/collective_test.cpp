@@ -1,0 +1,258 @@
+// All-reduce and broadcast among ranks on threads of this process, over Gloo's loopback TCP.
+// Values are small integers held in floats, so every sum is exact and compared with ==.
+// Boost.Test is not thread-safe: ranks record what they saw, the main thread checks it.
+#define BOOST_TEST_MODULE collective_cpu
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/cpu/collective.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace actorlm::kernels::cpu;
+using namespace std::chrono_literals;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+constexpr auto kTimeout = 20s;  // generous: the CI machine may be busy; failures come sooner
+
+// Runs body(rank, collective) on one thread per rank after every rank joined; returns what each
+// rank threw (null where nothing).
+std::vector<std::exception_ptr> run_group(int size,
+                                          const std::function<void(int, Collective&)>& body,
+                                          std::chrono::milliseconds timeout = kTimeout) {
+  auto rendezvous = std::make_shared<CollectiveRendezvous>(size);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank)
+    threads.emplace_back([&, rank] {
+      try {
+        auto c = Collective::join(rendezvous, rank, timeout);
+        body(rank, *c);
+      } catch (...) {
+        errors[std::size_t(rank)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void require_no_errors(const std::vector<std::exception_ptr>& errors) {
+  for (std::size_t r = 0; r < errors.size(); ++r) {
+    if (!errors[r]) continue;
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::exception& e) {
+      BOOST_FAIL("rank " << r << " threw: " << e.what());
+    }
+  }
+}
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  }
+  return {};
+}
+
+// Rank r's i-th value in round `round`: a small integer, different per rank, round and index;
+// periodic in i (period 97), so that expected sums of a million elements come from a table.
+int value(int rank, int round, std::size_t i) {
+  return int((i * 7 + std::size_t(round) * 13 + std::size_t(rank) * 29) % 97) - 40;
+}
+
+// [97]: value(rank, round, i) for i = 0..96, or its sum over `size` ranks when rank < 0.
+std::vector<float> period(int rank, int round, int size = 0) {
+  std::vector<float> t(97, 0.0f);
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (rank >= 0)
+      t[i] = float(value(rank, round, i));
+    else
+      for (int r = 0; r < size; ++r) t[i] += float(value(r, round, i));
+  return t;
+}
+}  // namespace
+
+BOOST_DATA_TEST_CASE(all_reduce_sum_gives_every_rank_the_exact_sum, bdata::make({2, 3, 4}), size) {
+  // 50 rounds of fresh data; the 4 MiB length in every fifth round only, which keeps the suite
+  // within seconds on a busy machine (loopback TCP moves ~2 x 4 MiB per rank per round).
+  const std::vector<std::size_t> lengths = {1, 1000, std::size_t(1) << 20};
+  constexpr int kRounds = 50;
+  std::vector<long> mismatches(static_cast<std::size_t>(size), 0);
+  std::vector<int> reported_rank(static_cast<std::size_t>(size), -1),
+      reported_size(static_cast<std::size_t>(size), -1);
+  const auto errors = run_group(size, [&](int rank, Collective& c) {
+    reported_rank[std::size_t(rank)] = c.rank();
+    reported_size[std::size_t(rank)] = c.size();
+    std::vector<float> data;
+    for (int round = 0; round < kRounds; ++round)
+      for (std::size_t n : lengths) {
+        if (n > 1000 && round % 5 != 0) continue;
+        const auto mine = period(rank, round);
+        const auto sum = period(-1, round, size);
+        data.resize(n);
+        for (std::size_t i = 0; i < n; ++i) data[i] = mine[i % 97];
+        c.all_reduce_sum(data);
+        for (std::size_t i = 0; i < n; ++i)
+          if (data[i] != sum[i % 97]) ++mismatches[std::size_t(rank)];
+      }
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < size; ++r) {
+    BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
+    BOOST_TEST(reported_rank[std::size_t(r)] == r);
+    BOOST_TEST(reported_size[std::size_t(r)] == size);
+  }
+}
+
+BOOST_DATA_TEST_CASE(broadcast_gives_every_rank_the_roots_data,
+                     bdata::make({2, 3, 4}) * bdata::make({0, 1}), size, root) {
+  std::vector<long> mismatches(static_cast<std::size_t>(size), 0);
+  const auto errors = run_group(size, [&](int rank, Collective& c) {
+    for (int round = 0; round < 5; ++round)
+      for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(1) << 16}) {
+        std::vector<float> f(n);
+        std::vector<int32_t> k(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          f[i] = float(value(rank, round, i));
+          k[i] = value(rank, round, i) * 1000003;  // beyond float's exact range
+        }
+        c.broadcast(std::span<float>(f), root);
+        c.broadcast(std::span<int32_t>(k), root);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (f[i] != float(value(root, round, i))) ++mismatches[std::size_t(rank)];
+          if (k[i] != value(root, round, i) * 1000003) ++mismatches[std::size_t(rank)];
+        }
+      }
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < size; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
+}
+
+BOOST_AUTO_TEST_CASE(interleaved_collectives_of_different_lengths_stay_matched) {
+  constexpr int kSize = 3;
+  std::vector<long> mismatches(kSize, 0);
+  const auto errors = run_group(kSize, [&](int rank, Collective& c) {
+    for (int round = 0; round < 30; ++round) {
+      std::vector<float> a(std::size_t(1 + round * 37));
+      for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(value(rank, round, i));
+      c.all_reduce_sum(a);
+      std::vector<int32_t> b(std::size_t(1 + round));
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = value(rank, round + 1, i);
+      c.broadcast(std::span<int32_t>(b), round % kSize);
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        int sum = 0;
+        for (int r = 0; r < kSize; ++r) sum += value(r, round, i);
+        if (a[i] != float(sum)) ++mismatches[std::size_t(rank)];
+      }
+      for (std::size_t i = 0; i < b.size(); ++i)
+        if (b[i] != value(round % kSize, round + 1, i)) ++mismatches[std::size_t(rank)];
+    }
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < kSize; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
+}
+
+BOOST_AUTO_TEST_CASE(a_group_of_one_leaves_data_unchanged) {
+  auto c = Collective::join(std::make_shared<CollectiveRendezvous>(1), 0, 1s);
+  BOOST_TEST(c->rank() == 0);
+  BOOST_TEST(c->size() == 1);
+  std::vector<float> data = {1.5f, -2, 3};
+  const auto before = data;
+  c->all_reduce_sum(data);
+  c->broadcast(std::span<float>(data), 0);
+  BOOST_TEST(data == before);
+  BOOST_CHECK_THROW(c->broadcast(std::span<float>(data), 1), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(rejects_ranks_out_of_range_a_second_join_and_an_empty_group) {
+  auto rendezvous = std::make_shared<CollectiveRendezvous>(2);
+  BOOST_CHECK_THROW(Collective::join(rendezvous, 2, 100ms), std::invalid_argument);
+  BOOST_CHECK_THROW(Collective::join(rendezvous, -1, 100ms), std::invalid_argument);
+  BOOST_CHECK_THROW(CollectiveRendezvous(0), std::invalid_argument);
+  BOOST_CHECK_THROW(Collective::join(nullptr, 0, 100ms), std::invalid_argument);
+
+  auto single = std::make_shared<CollectiveRendezvous>(1);
+  auto c = Collective::join(single, 0, 100ms);
+  BOOST_CHECK_THROW(Collective::join(single, 0, 100ms), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(join_times_out_naming_the_rank_and_the_ranks_that_never_came) {
+  auto rendezvous = std::make_shared<CollectiveRendezvous>(3);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Collective::join(rendezvous, 0, 300ms);
+    BOOST_FAIL("join returned without the other ranks");
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    BOOST_TEST(what.find("rank 0 of 3") != std::string::npos, what);
+    BOOST_TEST(what.find("timed out") != std::string::npos, what);
+    BOOST_TEST(what.find("not joined: 1, 2") != std::string::npos, what);
+  }
+  BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
+}
+
+BOOST_AUTO_TEST_CASE(an_operation_times_out_when_a_peer_never_takes_part) {
+  std::atomic<bool> rank0_done = false;
+  const auto errors = run_group(
+      2,
+      [&](int rank, Collective& c) {
+        if (rank == 0) {
+          std::vector<float> data(100, 1.0f);
+          struct Done {
+            std::atomic<bool>& flag;
+            ~Done() { flag = true; }
+          } done{rank0_done};
+          c.all_reduce_sum(data);
+        } else {
+          while (!rank0_done) std::this_thread::sleep_for(5ms);
+        }
+      },
+      400ms);
+  BOOST_TEST_REQUIRE(bool(errors[0]));
+  const std::string what = message_of(errors[0]);
+  BOOST_TEST(what.find("rank 0 of 2") != std::string::npos, what);
+  BOOST_TEST(what.find("all_reduce_sum of 100 elements failed") != std::string::npos, what);
+  BOOST_TEST(!errors[1]);
+}
+
+BOOST_AUTO_TEST_CASE(an_operation_fails_when_a_peer_has_left_the_group) {
+  std::atomic<bool> rank1_gone = false;
+  std::vector<std::exception_ptr> errors(2);
+  auto rendezvous = std::make_shared<CollectiveRendezvous>(2);
+  std::thread leaver([&] {
+    try {
+      auto c = Collective::join(rendezvous, 1, kTimeout);
+    } catch (...) {
+      errors[1] = std::current_exception();
+    }
+    rank1_gone = true;  // its Collective is destroyed: connections closed
+  });
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    auto c = Collective::join(rendezvous, 0, 2s);
+    while (!rank1_gone) std::this_thread::sleep_for(5ms);
+    std::vector<float> data(10, 1.0f);
+    c->all_reduce_sum(data);
+  } catch (...) {
+    errors[0] = std::current_exception();
+  }
+  leaver.join();
+  BOOST_TEST(!errors[1]);
+  BOOST_TEST_REQUIRE(bool(errors[0]));
+  const std::string what = message_of(errors[0]);
+  BOOST_TEST(what.find("rank 0 of 2: all_reduce_sum") != std::string::npos, what);
+  BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
+}

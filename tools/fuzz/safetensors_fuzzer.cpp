@@ -1,0 +1,9 @@
+// libFuzzer target: SafetensorsFile::open and read_f32 of every tensor on arbitrary bytes.
+#include "model/format/safetensors_file.hpp"
+#include "tools/fuzz/fuzz_input.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  actorlm::fuzz::exercise(
+      [](const std::string& p) { return actorlm::model::SafetensorsFile::open(p); }, data, size);
+  return 0;
+}
