@@ -107,9 +107,11 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
     spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
                  b.spec.max_position);
 
-  // OpenBLAS threads: the cores shared among the ranks.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  openblas_set_num_threads(std::max(1, cores / world));
+  // OpenBLAS threads: the cores shared among the ranks, unless OPENBLAS_NUM_THREADS says.
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    openblas_set_num_threads(std::max(1, cores / world));
+  }
 
   auto collectives = join_group(world);
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();

@@ -16,4 +16,10 @@ last=$(tail -n 1 <<<"$out")
 for key in step_overhead_us_256 step_overhead_us_1024; do
   grep -q "\"$key\":" <<<"$last" || fail "bench scheduler: no $key in: $last"
 done
+out=$(timeout 240 "$actorlm" bench cpu --requests 2 --max-tokens 3 --concurrency 1,2 2>/dev/null) ||
+  fail "bench cpu exited $?"
+last=$(tail -n 1 <<<"$out")
+for key in tokens_per_s_1 tokens_per_s_2 tokens_per_s_one_at_a_time; do
+  grep -q "\"$key\":" <<<"$last" || fail "bench cpu: no $key in: $last"
+done
 echo "bench smoke: ok"

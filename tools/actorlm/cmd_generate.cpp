@@ -62,8 +62,11 @@ int run_generate(const GenerateOptions& o) {
     const auto start = std::chrono::steady_clock::now();
     const auto status = session.engine().submit(std::move(spec), done.sink());
     if (status != scheduler::SubmitStatus::accepted) {
-      std::cerr << "generate: the request was refused (" << static_cast<int>(status)
-                << "): prompt plus --max-tokens exceed model.max_model_len or the KV cache\n";
+      if (status == scheduler::SubmitStatus::too_long)
+        std::cerr << "generate: the prompt (" << prompt.size() << " tokens) plus --max-tokens " << o.max_tokens
+                  << " exceed model.max_model_len (" << cfg->model.max_model_len << ") or the KV cache\n";
+      else
+        std::cerr << "generate: the request was refused (queue full or invalid)\n";
       return 1;
     }
     done.wait_finished(1, std::chrono::hours(24));
