@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 #include <stdexcept>
 
 namespace actorlm::serving {
@@ -24,13 +23,6 @@ model::Vocabulary load_vocabulary(const shard::CpuBackend& b) {
   return model::vocabulary_from_tokenizer_json(json.string());
 }
 
-// The system message a ChatML template inserts by default (SmolLM2's does), if any.
-std::string default_system_message(const std::string& tmpl) {
-  static const std::regex re(R"(<\|im_start\|>system\n([^<]*)<\|im_end\|>)");
-  std::smatch m;
-  return std::regex_search(tmpl, m, re) ? m[1].str() : std::string{};
-}
-
 }  // namespace
 
 void register_engine_types(caf::actor_system_config& cfg) {
@@ -38,11 +30,21 @@ void register_engine_types(caf::actor_system_config& cfg) {
   shard::add_shard_types(cfg);
 }
 
-ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg) : backend_(shard::load_cpu_backend(cfg)) {
+namespace {
+const config::Config& require_cpu(const config::Config& cfg) {
+  if (cfg.engine.backend != config::Backend::cpu)
+    throw std::invalid_argument("engine.backend = \"" + std::string(config::to_string(cfg.engine.backend)) +
+                                "\" cannot serve a model yet; only \"cpu\" can");
+  return cfg;
+}
+}  // namespace
+
+ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
+    : backend_(shard::load_cpu_backend(require_cpu(cfg))) {
   model::Vocabulary vocab = load_vocabulary(backend_);
   const std::string arch = backend_.spec.arch == kernels::cpu::Arch::llama ? "llama" : "falcon";
   chat_format_ = model::select_chat_format(vocab.chat_template, arch);
-  default_system_ = default_system_message(vocab.chat_template);
+  default_system_ = model::default_system_message(vocab.chat_template);
   tokenizer_ = std::make_unique<model::Tokenizer>(std::move(vocab));
   const auto& v = tokenizer_->vocabulary();
   if (v.eos >= 0) stop_tokens_.push_back(v.eos);

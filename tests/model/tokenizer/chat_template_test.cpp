@@ -47,7 +47,7 @@ BOOST_AUTO_TEST_CASE(the_hf_goldens_load) {
 }
 
 BOOST_DATA_TEST_CASE(renders_each_conversation_as_the_jinja_template_does,
-                     data::xrange(goldens().chat.size()), index) {
+                     data::make(indices(goldens().chat.size())), index) {
   const ChatGolden& g = goldens().chat[index];
   BOOST_TEST_CONTEXT(g.format << " " << g.conversation
                               << (g.add_generation_prompt ? " +prompt" : "")) {

@@ -54,7 +54,7 @@ BOOST_AUTO_TEST_CASE(the_hf_goldens_load) {
 }
 
 BOOST_DATA_TEST_CASE(streaming_a_golden_encoding_gives_its_text_in_valid_chunks,
-                     data::xrange(case_count()), index) {
+                     data::make(case_indices()), index) {
   const GoldenCase& c = goldens().cases[index];
   BOOST_TEST_CONTEXT("text " << printable(c.text)) {
     const std::string streamed = stream(c.ids);  // checks every chunk is valid UTF-8
@@ -63,7 +63,7 @@ BOOST_DATA_TEST_CASE(streaming_a_golden_encoding_gives_its_text_in_valid_chunks,
 }
 
 BOOST_DATA_TEST_CASE(streaming_random_tokens_gives_what_python_decodes_with_replacement,
-                     data::xrange(goldens().random.size()), index) {
+                     data::make(indices(goldens().random.size())), index) {
   const RandomSequence& r = goldens().random[index];
   BOOST_TEST(printable(stream(r.ids)) == printable(r.text));
 }

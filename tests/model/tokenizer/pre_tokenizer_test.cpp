@@ -21,7 +21,7 @@ BOOST_AUTO_TEST_CASE(the_hf_goldens_load) {
 }
 
 BOOST_DATA_TEST_CASE(splits_each_text_into_the_pieces_hf_tokenizers_makes,
-                     data::make(kPreTypes) * data::xrange(case_count()), pre, index) {
+                     data::make(kPreTypes) * data::make(case_indices()), pre, index) {
   const GoldenCase& c = goldens().cases[index];
   const PreTokenizer p(pre);
   std::vector<std::string> pieces;
@@ -32,8 +32,8 @@ BOOST_DATA_TEST_CASE(splits_each_text_into_the_pieces_hf_tokenizers_makes,
 }
 
 // Pieces tile the text exactly, none empty, for any bytes at all.
-BOOST_DATA_TEST_CASE(pieces_cover_random_bytes_exactly, data::make(kPreTypes) * data::xrange(3),
-                     pre, seed) {
+BOOST_DATA_TEST_CASE(pieces_cover_random_bytes_exactly,
+                     data::make(kPreTypes) * data::make(indices(3)), pre, seed) {
   const PreTokenizer p(pre);
   std::mt19937 rng(static_cast<unsigned>(seed) + 5u);
   for (int round = 0; round < 300; ++round) {

@@ -128,6 +128,13 @@ inline std::string printable(std::string_view s) {
   return out.str();
 }
 
-inline std::size_t case_count() { return goldens().cases.size(); }
+// 0 .. n-1, as a dataset (data::xrange trips -Wmaybe-uninitialized in Boost 1.74's headers).
+inline std::vector<std::size_t> indices(std::size_t n) {
+  std::vector<std::size_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+inline std::vector<std::size_t> case_indices() { return indices(goldens().cases.size()); }
 
 }  // namespace actorlm::model::test
