@@ -35,7 +35,7 @@ struct ServerConfig {
 // [engine]: which backend runs the shards and how requests are batched.
 struct EngineConfig {
   Backend backend = Backend::cpu;
-  std::int64_t tensor_parallel_degree = 1;  // [1, 64], power of two
+  std::int64_t tensor_parallel_degree = 1;  // [1, 64]; must divide the model's heads and FFN width
   Batching batching = Batching::paged;
   std::int64_t seed = 0;                    // [0, 2^63)
   bool operator==(const EngineConfig&) const = default;
