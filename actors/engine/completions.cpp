@@ -1,6 +1,7 @@
 #include "actors/engine/completions.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/system_messages.hpp>
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -9,11 +10,31 @@ namespace actorlm::engine {
 namespace {
 
 template <class Shared>
-scheduler::token_sink::behavior_type completion_sink(scheduler::token_sink::pointer, std::shared_ptr<Shared> sh) {
+void fail(Shared& sh, std::string why) {
+  std::lock_guard lock(sh.mu);
+  if (sh.failure.empty()) sh.failure = std::move(why);
+  sh.cv.notify_all();
+}
+
+template <class Shared>
+scheduler::token_sink::behavior_type completion_sink(scheduler::token_sink::pointer self,
+                                                     std::shared_ptr<Shared> sh,
+                                                     scheduler::scheduler_actor engine) {
+  if (engine) {
+    self->monitor(engine);
+    self->set_down_handler([self, sh](const caf::down_msg& dm) {
+      fail(*sh, "the engine stopped: " + self->system().render(dm.reason));
+    });
+  }
   return {[sh](const scheduler::SinkBatch& b) {
     const auto now = std::chrono::steady_clock::now();
-    if (sh->on_token)
-      for (const auto& t : b.tokens) sh->on_token(t);
+    if (sh->on_token) {
+      try {
+        for (const auto& t : b.tokens) sh->on_token(t);
+      } catch (const std::exception& e) {
+        fail(*sh, std::string("token callback: ") + e.what());
+      }
+    }
     std::lock_guard lock(sh->mu);
     for (const auto& t : b.tokens) {
       auto& c = sh->done[t.request];
@@ -35,18 +56,26 @@ scheduler::token_sink::behavior_type completion_sink(scheduler::token_sink::poin
 
 }  // namespace
 
-Completions::Completions(caf::actor_system& sys, std::uint32_t n, TokenCallback on_token)
+Completions::Completions(caf::actor_system& sys, std::uint32_t n, TokenCallback on_token,
+                         const scheduler::scheduler_actor& engine)
     : shared_(std::make_shared<Shared>()) {
   shared_->n = n;
   shared_->on_token = std::move(on_token);
-  sink_ = sys.spawn(completion_sink<Shared>, shared_);
+  sink_ = sys.spawn(completion_sink<Shared>, shared_, engine);
+}
+
+std::string Completions::failure() const {
+  std::lock_guard lock(shared_->mu);
+  return shared_->failure;
 }
 
 Completions::~Completions() { caf::anon_send_exit(sink_, caf::exit_reason::user_shutdown); }
 
 bool Completions::wait_finished(std::size_t count, std::chrono::milliseconds timeout) {
   std::unique_lock lock(shared_->mu);
-  return shared_->cv.wait_for(lock, timeout, [&] { return shared_->finished >= count; });
+  return shared_->cv.wait_for(lock, timeout,
+                              [&] { return shared_->finished >= count || !shared_->failure.empty(); }) &&
+         shared_->failure.empty();
 }
 
 std::map<scheduler::RequestId, Completion> Completions::take() {

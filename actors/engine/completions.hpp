@@ -1,7 +1,9 @@
 #pragma once
 // A token sink for blocking callers (the CLI, benchmarks, tests): gathers each request's
 // tokens per sample and lets a thread wait until requests finish. Optionally calls
-// `on_token` for every token as it arrives (on the sink actor's thread), e.g. to stream text.
+// `on_token` for every token as it arrives (on the sink actor's thread), e.g. to stream text;
+// an exception it throws is recorded as the failure, not lost. When given the engine's
+// scheduler, the sink monitors it: if the engine stops, waiters wake up with its reason.
 
 #include "actors/scheduler/scheduler_protocol.hpp"
 
@@ -11,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 
 namespace caf { class actor_system; }
 
@@ -25,12 +28,15 @@ struct Completion {
 class Completions {
  public:
   using TokenCallback = std::function<void(const scheduler::TokenEvent&)>;
-  Completions(caf::actor_system& sys, std::uint32_t samples_per_request = 1, TokenCallback on_token = {});
+  Completions(caf::actor_system& sys, std::uint32_t samples_per_request = 1, TokenCallback on_token = {},
+              const scheduler::scheduler_actor& engine = {});
   ~Completions();
 
   const scheduler::token_sink& sink() const { return sink_; }
-  // Waits until `count` requests have finished all their samples; false on timeout.
+  // Waits until `count` requests have finished all their samples; false on timeout or failure.
   bool wait_finished(std::size_t count, std::chrono::milliseconds timeout);
+  // Why waiting stopped early: the engine stopped, or on_token threw. Empty when all is well.
+  std::string failure() const;
   std::map<scheduler::RequestId, Completion> take();
 
  private:
@@ -41,6 +47,7 @@ class Completions {
     std::size_t finished = 0;
     std::uint32_t n = 1;
     TokenCallback on_token;
+    std::string failure;
   };
   std::shared_ptr<Shared> shared_;
   scheduler::token_sink sink_;

@@ -18,7 +18,8 @@ EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvC
     throw std::invalid_argument("engine: the KV cache has no blocks (memory budget too small?)");
   if (!make_shard) throw std::invalid_argument("engine: no shard factory for backend '" +
                                                std::string(config::to_string(cfg.engine.backend)) + "'");
-  const auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
+  auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
+  opt.vocab_size = kv.vocab_size;
   kv::BlockManagerOptions bm;
   bm.num_device_blocks = kv.device_blocks;
   bm.num_host_blocks = kv.host_blocks;

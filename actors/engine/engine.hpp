@@ -20,9 +20,12 @@ using ShardFactory =
     std::function<shard::shard_actor(caf::actor_system&, std::uint32_t rank, std::uint32_t world)>;
 
 // How many KV blocks the backend's memory budget leaves (device, and host for swap).
+// What the backend offers: KV blocks for its memory budget, and the model's vocabulary size
+// (token ids at or above it are refused at submission; 0: not checked).
 struct KvCapacity {
   std::uint32_t device_blocks = 0;
   std::uint32_t host_blocks = 0;
+  std::uint32_t vocab_size = 0;
 };
 
 struct EngineActors {

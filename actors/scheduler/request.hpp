@@ -31,7 +31,8 @@ enum class SubmitStatus : std::uint8_t {
   accepted,
   queue_full,  // the waiting queue holds max_queue_len requests (HTTP: 429)
   too_long,    // prompt + max_tokens can never fit (model length, KV cache, token budget)
-  invalid,     // empty prompt, zero max_tokens or n, duplicate id
+  invalid,     // empty prompt, zero max_tokens or n, duplicate id, a token id outside the
+               // vocabulary, sampling parameters out of range
 };
 
 enum class FinishReason : std::uint8_t { length, stop, abort };

@@ -40,8 +40,23 @@ void Scheduler::remove_from(std::vector<RequestId>& v, RequestId id) {
   v.erase(std::remove(v.begin(), v.end(), id), v.end());
 }
 
+namespace {
+// Sampling parameters a shard can run (kernels/cpu/sampling.hpp's contract), token ids the
+// model has: anything else would make a shard fail and stop the engine for everyone.
+bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
+  const auto& p = s.sampling;
+  if (!(p.temperature >= 0.0f && p.temperature <= 1e6f) || !(p.top_p > 0.0f && p.top_p <= 1.0f) ||
+      p.top_k < 0 || !(p.min_p >= 0.0f && p.min_p <= 1.0f))
+    return false;
+  if (vocab == 0) return true;
+  const auto in_vocab = [vocab](TokenId t) { return t >= 0 && static_cast<std::uint32_t>(t) < vocab; };
+  return std::all_of(s.prompt.begin(), s.prompt.end(), in_vocab);
+}
+}  // namespace
+
 SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
-  if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || requests_.contains(spec.id))
+  if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || requests_.contains(spec.id) ||
+      !valid_inputs(spec, opt_.vocab_size))
     return SubmitStatus::invalid;
   const std::uint64_t total = std::uint64_t(spec.prompt.size()) + spec.max_tokens;
   const bool reserved = opt_.kv_mode() == kv::AllocationMode::reserved;
@@ -224,7 +239,7 @@ std::vector<SeqId> Scheduler::take_pending_frees() {
 
 SchedulerCounts Scheduler::counts() const {
   return {static_cast<std::uint32_t>(waiting_.size()), static_cast<std::uint32_t>(running_.size()),
-          static_cast<std::uint32_t>(swapped_.size()), preemptions_};
+          static_cast<std::uint32_t>(swapped_.size()), preemptions_, swap_outs_};
 }
 
 std::vector<RequestRecord> Scheduler::take_finished_records() {

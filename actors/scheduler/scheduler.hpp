@@ -34,6 +34,7 @@ struct SchedulerOptions {
   config::Preemption preemption = config::Preemption::automatic;
   std::uint32_t max_queue_len = 1024;
   std::uint32_t max_model_len = 2048;
+  std::uint32_t vocab_size = 0;      // token ids must be below it (0: not checked)
   // The block manager's geometry (it must be built with the same numbers).
   std::uint32_t block_size = 16;
   std::uint32_t num_device_blocks = 0;
@@ -59,6 +60,7 @@ struct SchedulerOptions {
 struct SchedulerCounts {
   std::uint32_t waiting = 0, running = 0, swapped = 0;  // requests
   std::uint64_t preemptions = 0;
+  std::uint64_t swap_outs = 0;  // of those preemptions, by swapping out (the rest recompute)
 };
 
 class Scheduler {
@@ -158,6 +160,7 @@ class Scheduler {
   std::vector<RequestId> swapping_out_;   // swap-outs asked for by the step being planned
   StepRecord current_;
   std::uint64_t preemptions_ = 0;
+  std::uint64_t swap_outs_ = 0;
   std::vector<RequestRecord> finished_records_;
   std::vector<StepRecord> step_records_;
 };

@@ -157,6 +157,7 @@ void Scheduler::preempt(Request& r, Budget& b, kv::ReserveRequest& req) {
   // A sample not yet forked in the block manager is forked again after the group returns.
   if (swap) {
     req.swap_out.push_back(group);
+    ++swap_outs_;
     swapping_out_.push_back(r.spec.id);
     host_available_ -= blocks;
     r.state = State::swapped;

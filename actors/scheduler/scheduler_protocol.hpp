@@ -66,7 +66,8 @@ typename Inspector::result_type inspect(Inspector& f, SinkBatch& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerCounts& x) {
-  return f(caf::meta::type_name("SchedulerCounts"), x.waiting, x.running, x.swapped, x.preemptions);
+  return f(caf::meta::type_name("SchedulerCounts"), x.waiting, x.running, x.swapped, x.preemptions,
+           x.swap_outs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepRecord& x) {

@@ -46,6 +46,11 @@ ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
   chat_format_ = model::select_chat_format(vocab.chat_template, arch);
   default_system_ = model::default_system_message(vocab.chat_template);
   tokenizer_ = std::make_unique<model::Tokenizer>(std::move(vocab));
+  // A model may pad its embeddings past the tokenizer (harmless: those ids have no text), but
+  // a tokenizer larger than the model would feed it ids it has no embedding for.
+  if (tokenizer_->size() > static_cast<std::size_t>(backend_.spec.vocab))
+    throw std::invalid_argument(backend_.model_path + ": the tokenizer has " + std::to_string(tokenizer_->size()) +
+                                " tokens but the model's vocabulary only " + std::to_string(backend_.spec.vocab));
   const auto& v = tokenizer_->vocabulary();
   if (v.eos >= 0) stop_tokens_.push_back(v.eos);
   for (std::size_t id = 0; id < v.tokens.size(); ++id) {
@@ -62,6 +67,15 @@ ServedModel::~ServedModel() = default;
 
 std::vector<model::Token> ServedModel::chat_prompt(const std::vector<model::ChatMessage>& messages) const {
   return tokenizer_->encode(model::render_chat(chat_format_, messages, true, default_system_), true);
+}
+
+std::vector<model::Token> ServedModel::raw_prompt(std::string_view text) const {
+  std::vector<model::Token> out;
+  const auto& v = tokenizer_->vocabulary();
+  if (v.add_bos && v.bos >= 0) out.push_back(v.bos);
+  const auto body = tokenizer_->encode(text, false);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
 }
 
 scheduler::RequestSpec ServedModel::request(scheduler::RequestId id, std::vector<model::Token> prompt,

@@ -32,6 +32,8 @@ class ServedModel {
 
   // The chat messages rendered in the model's format with the assistant's turn opened.
   std::vector<model::Token> chat_prompt(const std::vector<model::ChatMessage>& messages) const;
+  // Plain text to complete, with the beginning-of-sequence token when the vocabulary asks for it.
+  std::vector<model::Token> raw_prompt(std::string_view text) const;
   // A request with the model's end-of-turn tokens as stop tokens, greedy by default.
   scheduler::RequestSpec request(scheduler::RequestId id, std::vector<model::Token> prompt,
                                  std::uint32_t max_tokens) const;

@@ -92,6 +92,7 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
                                  ? static_cast<std::uint32_t>(cfg.cache.num_gpu_blocks_override)
                                  : blocks_in(cfg.cache.cpu_kv_space);
   b.capacity.host_blocks = blocks_in(cfg.cache.swap_space);
+  b.capacity.vocab_size = static_cast<std::uint32_t>(b.spec.vocab);
   const std::int64_t cache_tokens = std::int64_t(b.capacity.device_blocks) * block_size;
   if (cache_tokens < cfg.model.max_model_len) {
     const std::string budget =

@@ -45,14 +45,19 @@ int run_generate(const GenerateOptions& o) {
     serving::register_engine_types(sys_cfg);
     caf::actor_system sys{sys_cfg};
     serving::ServedModel session(sys, *cfg);
-    const auto prompt = o.raw ? session.tokenizer().encode(o.prompt, false)
-                              : session.chat_prompt({{"user", o.prompt}});
+    const auto prompt = o.raw ? session.raw_prompt(o.prompt) : session.chat_prompt({{"user", o.prompt}});
     spdlog::info("prompt: {} tokens", prompt.size());
 
     model::IncrementalDetokenizer detok(session.tokenizer());
-    engine::Completions done(sys, 1, [&](const scheduler::TokenEvent& t) {
-      if (!session.tokenizer().is_special(t.token)) std::cout << detok.push(t.token) << std::flush;
-    });
+    const auto& tok = session.tokenizer();
+    engine::Completions done(
+        sys, 1,
+        [&](const scheduler::TokenEvent& t) {
+          // The model's vocabulary may be padded past the tokenizer's: such ids have no text.
+          if (static_cast<std::size_t>(t.token) < tok.size() && !tok.is_special(t.token))
+            std::cout << detok.push(t.token) << std::flush;
+        },
+        session.engine().actors().scheduler);
     scheduler::RequestSpec spec = session.request(1, prompt, o.max_tokens);
     spec.sampling.temperature = o.temperature;
     spec.sampling.top_p = o.top_p;
@@ -66,10 +71,16 @@ int run_generate(const GenerateOptions& o) {
         std::cerr << "generate: the prompt (" << prompt.size() << " tokens) plus --max-tokens " << o.max_tokens
                   << " exceed model.max_model_len (" << cfg->model.max_model_len << ") or the KV cache\n";
       else
-        std::cerr << "generate: the request was refused (queue full or invalid)\n";
+        std::cerr << "generate: the request was refused (" << (status == scheduler::SubmitStatus::queue_full
+                                                                   ? "queue full" : "invalid parameters")
+                  << ")\n";
       return 1;
     }
-    done.wait_finished(1, std::chrono::hours(24));
+    if (!done.wait_finished(1, std::chrono::hours(24))) {
+      std::cout << detok.flush() << std::endl;
+      std::cerr << "generate: " << (done.failure().empty() ? "no answer within 24 hours" : done.failure()) << '\n';
+      return 1;
+    }
     std::cout << detok.flush() << std::endl;
     auto out = done.take().at(1);
     const double ttft = std::chrono::duration<double>(out.first_token - start).count();
@@ -98,7 +109,7 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_flag("--raw", o->raw, "Complete the prompt as plain text instead of as a chat message");
   g->add_option("-n,--max-tokens", o->max_tokens, "New tokens at most")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   g->add_option("--temperature", o->temperature, "0: greedy")->capture_default_str()->check(CLI::Range(0.0, 100.0));
-  g->add_option("--top-p", o->top_p, "Nucleus sampling mass")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  g->add_option("--top-p", o->top_p, "Nucleus sampling mass, in (0, 1]")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
   g->add_option("--top-k", o->top_k, "0: off")->capture_default_str()->check(CLI::NonNegativeNumber);
   g->add_option("--min-p", o->min_p, "Drop tokens below this share of the top probability")->check(CLI::Range(0.0, 1.0));
   g->add_option("--seed", o->seed, "Sampling seed (same seed, same text)")->capture_default_str();

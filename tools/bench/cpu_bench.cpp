@@ -43,7 +43,7 @@ std::vector<std::vector<model::Token>> make_prompts(const serving::ServedModel& 
 CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
                          const std::vector<std::vector<model::Token>>& prompts, std::uint32_t c,
                          std::uint32_t max_tokens, scheduler::RequestId& next_id) {
-  engine::Completions done(sys);
+  engine::Completions done(sys, 1, {}, m.engine().actors().scheduler);
   const auto n = static_cast<std::uint32_t>(prompts.size());
   std::uint32_t submitted = 0;
   std::vector<Clock::time_point> submit_time;
@@ -60,7 +60,8 @@ CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
   while (submitted < std::min(c, n)) submit();
   for (std::uint32_t finished = 1; finished <= n; ++finished) {
     if (!done.wait_finished(finished, std::chrono::minutes(30)))
-      throw std::runtime_error("bench cpu: requests did not finish within 30 minutes");
+      throw std::runtime_error("bench cpu: " + (done.failure().empty() ? std::string("requests did not finish within 30 minutes")
+                                                                        : done.failure()));
     if (submitted < n) submit();
   }
   const double secs = std::chrono::duration<double>(Clock::now() - start).count();
@@ -96,8 +97,9 @@ double run_sequential(const serving::ServedModel& m, const std::vector<std::vect
     kernels::cpu::ForwardSeq s{p, 0, table, true, false};
     t.forward({&s, 1}, cache, true, logits);
     auto pos = static_cast<std::uint32_t>(p.size());
-    for (std::uint32_t i = 0; i < max_tokens; ++i, ++tokens) {
+    for (std::uint32_t i = 0; i < max_tokens; ++i) {
       const std::int32_t next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      ++tokens;  // `next` is this request's token i
       if (i + 1 == max_tokens) break;
       kernels::cpu::ForwardSeq d{{&next, 1}, pos++, table, true, false};
       t.forward({&d, 1}, cache, true, logits);
@@ -114,7 +116,11 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   caf::actor_system_config sys_cfg;
   serving::register_engine_types(sys_cfg);
   caf::actor_system sys{sys_cfg};
-  serving::ServedModel m(sys, o.config);
+  // Prefix caching off: the chat prompts share their system message, and the ratio should
+  // measure batching alone against a loop that cannot reuse anything.
+  auto cfg = o.config;
+  cfg.cache.prefix_caching = false;
+  serving::ServedModel m(sys, cfg);
   CpuBenchResult r;
   r.model = m.backend().model_path;
   const auto prompts = make_prompts(m, o.requests);

@@ -42,7 +42,8 @@ ModelSpec from_gguf(const model::GgufFile& f) {
   s.n_heads = need_int("attention.head_count");
   s.n_kv_heads = positive(f, a + "attention.head_count_kv",
                           f.get_int(a + "attention.head_count_kv").value_or(s.n_heads));
-  s.ffn = f.get_int(a + "feed_forward_length") ? need_int("feed_forward_length") : 4 * s.hidden;
+  s.ffn = f.get_int(a + "feed_forward_length") ? need_int("feed_forward_length")
+                                                : positive(f, a + "embedding_length x 4", 4 * std::int64_t(s.hidden));
   if (auto ctx = f.get_int(a + "context_length")) s.max_position = *ctx;
   if (s.arch == Arch::llama) {
     s.norm_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon").value_or(1e-5));
@@ -58,7 +59,19 @@ ModelSpec from_gguf(const model::GgufFile& f) {
     if (*type != "linear") fail(f, a + "rope.scaling.type: unsupported '" + *type + "' (linear)");
     s.rope_linear_factor = static_cast<float>(f.get_float(a + "rope.scaling.factor").value_or(1.0));
   }
-  s.head_dim = s.hidden / s.n_heads;
+  if (auto kl = f.get_int(a + "attention.key_length")) {
+    s.head_dim = positive(f, a + "attention.key_length", *kl);
+    if (auto vl = f.get_int(a + "attention.value_length"); vl && *vl != *kl)
+      fail(f, a + "attention.value_length: differs from key_length (not supported)");
+  } else {
+    if (s.hidden % s.n_heads)
+      fail(f, a + "embedding_length " + std::to_string(s.hidden) + " is not a multiple of the " +
+                  std::to_string(s.n_heads) + " attention heads (and no attention.key_length)");
+    s.head_dim = s.hidden / s.n_heads;
+  }
+  if (f.find("rope_freqs.weight"))
+    fail(f, "tensor 'rope_freqs.weight': per-dimension RoPE frequency factors (Llama 3.1 style) are "
+            "not supported");
   if (auto rd = f.get_int(a + "rope.dimension_count"); rd && *rd != s.head_dim)
     fail(f, a + "rope.dimension_count: partial rotary (" + std::to_string(*rd) +
                 " of head dim " + std::to_string(s.head_dim) + ") is not supported");
@@ -97,7 +110,12 @@ ModelSpec from_hf(const model::SafetensorsModel& m) {
       s.ffn = c.at("intermediate_size").get<std::int32_t>();
       s.norm_eps = get_or<float>(c, "rms_norm_eps", 1e-6f);
       s.tied_embeddings = get_or<bool>(c, "tie_word_embeddings", false);
-    } else if (type == "falcon" || type == "RefinedWeb" || type == "RefinedWebModel") {
+      for (const char* key : {"attention_bias", "mlp_bias"})
+        if (get_or<bool>(c, key, false)) fail(m, std::string("config.json: ") + key + ": biases are not supported");
+      if (auto it = c.find("sliding_window"); it != c.end() && !it->is_null() &&
+          it->get<std::int64_t>() < get_or<std::int64_t>(c, "max_position_embeddings", 2048))
+        fail(m, "config.json: sliding_window: sliding-window attention is not supported");
+    } else if (type == "falcon") {
       s.arch = Arch::falcon;
       s.n_layers = c.contains("num_hidden_layers") ? c.at("num_hidden_layers").get<std::int32_t>()
                                                    : c.at("n_layer").get<std::int32_t>();
@@ -113,7 +131,9 @@ ModelSpec from_hf(const model::SafetensorsModel& m) {
       if (!new_arch && !get_or<bool>(c, "parallel_attn", true))
         fail(m, "config.json: parallel_attn: sequential falcon blocks are not supported");
       s.n_kv_heads = new_arch ? get_or<std::int32_t>(c, "num_kv_heads", s.n_heads) : 1;
-      s.ffn = get_or<std::int32_t>(c, "ffn_hidden_size", 4 * s.hidden);
+      s.ffn = get_or<std::int32_t>(c, "ffn_hidden_size", 0);
+      if (s.ffn == 0 && s.hidden > 0 && s.hidden <= (1 << 28)) s.ffn = 4 * s.hidden;
+      s.grouped_qkv = new_arch;
       s.norm_eps = get_or<float>(c, "layer_norm_epsilon", 1e-5f);
       s.parallel_block = true;
       s.two_norms = new_arch && get_or<std::int32_t>(c, "num_ln_in_parallel_attn", 2) == 2;

@@ -37,6 +37,8 @@ struct ModelSpec {
   bool tied_embeddings = false;  // the output projection is the token embedding
   bool parallel_block = false;   // falcon: attention and MLP read the same input, one residual add
   bool two_norms = false;        // falcon 40B design: ln_attn and ln_mlp
+  bool grouped_qkv = false;      // HF falcon new_decoder_architecture: fused QKV rows interleaved
+                                 // per KV group ([q x G, k, v] x n_kv) instead of [Q; K; V]
   std::int64_t max_position = 2048;
   std::int32_t bos = -1;
   std::int32_t eos = -1;

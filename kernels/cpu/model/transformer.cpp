@@ -75,6 +75,9 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     }
   }
   if (!compute_logits) return;
+  if (w_.lm_head.empty() && !s.tied_embeddings)
+    throw std::logic_error("transformer: logits asked of rank " + std::to_string(w_.rank) +
+                           ", which does not hold the output projection");
 
   // Final norm and output projection only for the rows whose logits are wanted.
   std::vector<float> last;  // [rows, hidden]

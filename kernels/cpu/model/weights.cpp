@@ -150,7 +150,7 @@ ModelWeights load_weights(const model::TensorSource& src, const ModelSpec& s, st
       vv = src.read_f32(pre + n.v, Shape{kvrows, h});
     } else {
       std::vector<float> qkv = src.read_f32(pre + n.qkv, Shape{qrows + 2 * kvrows, h});
-      if (s.format == CheckpointFormat::safetensors && s.two_norms) qkv = falcon_grouped_to_concat(qkv, s);
+      if (s.grouped_qkv) qkv = falcon_grouped_to_concat(qkv, s);
       q.assign(qkv.begin(), qkv.begin() + qrows * h);
       k.assign(qkv.begin() + qrows * h, qkv.begin() + (qrows + kvrows) * h);
       vv.assign(qkv.begin() + (qrows + kvrows) * h, qkv.end());

@@ -2,6 +2,8 @@
 #define BOOST_TEST_MODULE scheduler
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "tests/actors/scheduler/scheduler_harness.hpp"
 
 using namespace actorlm;
@@ -89,6 +91,32 @@ BOOST_AUTO_TEST_CASE(paged_admits_more_concurrent_requests_than_continuous_for_t
   }
   BOOST_TEST(concurrent[0] == 2u);   // 64 blocks / 27 per reservation
   BOOST_TEST(concurrent[1] == 16u);  // max_num_seqs: 3 blocks each so far
+}
+
+BOOST_AUTO_TEST_CASE(refuses_requests_a_shard_could_not_run_as_invalid) {
+  auto o = base(config::Batching::paged);
+  o.vocab_size = 1000;
+  Harness h(o);
+  auto s = spec(1, 4, 4);
+  BOOST_TEST((h.submit(s) == SubmitStatus::accepted));
+  RequestId id = 2;
+  const auto refused = [&](auto change) {
+    auto r = spec(id++, 4, 4);
+    change(r);
+    return h.submit(r) == SubmitStatus::invalid;
+  };
+  BOOST_TEST(refused([](RequestSpec& r) { r.prompt[1] = 1000; }));  // outside the vocabulary
+  BOOST_TEST(refused([](RequestSpec& r) { r.prompt[0] = -1; }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.top_p = 0.0f; }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.top_p = 1.5f; }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.temperature = -1.0f; }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.temperature = std::nanf(""); }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.top_k = -2; }));
+  BOOST_TEST(refused([](RequestSpec& r) { r.sampling.min_p = 1.5f; }));
+  auto ok = spec(id++, 4, 4);
+  ok.prompt[0] = 999;
+  ok.sampling.top_p = 0.5f;
+  BOOST_TEST((h.submit(ok) == SubmitStatus::accepted));
 }
 
 BOOST_AUTO_TEST_CASE(refuses_requests_beyond_max_queue_len_with_a_distinct_status) {

@@ -59,7 +59,8 @@ struct RunOptions {
 std::vector<std::vector<std::vector<TokenId>>> generate(const config::Config& cfg,
                                                         const std::vector<std::vector<TokenId>>& ps,
                                                         std::uint32_t max_tokens, RunOptions o = {},
-                                                        scheduler::EngineStats* stats = nullptr) {
+                                                        scheduler::EngineStats* stats = nullptr,
+                                                        std::uint32_t* peak_blocks = nullptr) {
   caf::actor_system_config sc;
   serving::register_engine_types(sc);
   caf::actor_system sys{sc};
@@ -79,6 +80,8 @@ std::vector<std::vector<std::vector<TokenId>>> generate(const config::Config& cf
   }
   BOOST_REQUIRE(done.wait_finished(ps.size(), std::chrono::seconds(300)));
   if (stats) *stats = eng.stats();
+  if (peak_blocks)
+    for (const auto& r : eng.take_step_records()) *peak_blocks = std::max(*peak_blocks, r.kv_used_blocks);
   auto got = done.take();
   std::vector<std::vector<std::vector<TokenId>>> out;
   for (std::size_t i = 0; i < ps.size(); ++i) out.push_back(got.at(i + 1).samples);
@@ -122,6 +125,8 @@ BOOST_DATA_TEST_CASE(preempted_requests_resume_with_the_same_tokens,
   const auto tight = generate(cfg, ps, 24, {}, &st);
   BOOST_TEST_MESSAGE("preemptions: " << st.counts.preemptions);
   BOOST_TEST(st.counts.preemptions > 0u);
+  if (mode == config::Preemption::swap) BOOST_TEST(st.counts.swap_outs == st.counts.preemptions);
+  else BOOST_TEST(st.counts.swap_outs == 0u);
   for (std::size_t i = 0; i < ps.size(); ++i) BOOST_TEST(tight[i].at(0) == alone[i].at(0), boost::test_tools::per_element());
 }
 
@@ -138,8 +143,11 @@ BOOST_DATA_TEST_CASE(tensor_parallel_two_equals_one,
 BOOST_AUTO_TEST_CASE(two_samples_share_the_prompt_blocks_and_differ) {
   auto cfg = base_config("llama.gguf");
   const std::vector<std::vector<TokenId>> ps{std::vector<TokenId>(40, 7)};  // 10 full blocks
-  scheduler::EngineStats st;
-  const auto a = generate(cfg, ps, 16, {.n = 2, .temperature = 1.0f, .seed = 11}, &st);
+  std::uint32_t peak = 0;
+  const auto a = generate(cfg, ps, 16, {.n = 2, .temperature = 1.0f, .seed = 11}, nullptr, &peak);
+  // Shared: 10 prompt blocks + 4 of 16 new tokens per sample = 18; unshared it would be 28.
+  BOOST_TEST_MESSAGE("peak KV blocks in use: " << peak);
+  BOOST_TEST(peak <= 18u);
   const auto b = generate(cfg, ps, 16, {.n = 2, .temperature = 1.0f, .seed = 11});
   BOOST_REQUIRE(a[0].size() == 2u);
   BOOST_TEST(a[0][0] != a[0][1]);         // independent samples

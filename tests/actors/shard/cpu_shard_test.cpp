@@ -81,6 +81,41 @@ BOOST_FIXTURE_TEST_CASE(a_copied_block_continues_the_sequence_like_the_original,
   BOOST_TEST(r.tokens[0].logprob == r.tokens[1].logprob);
 }
 
+BOOST_FIXTURE_TEST_CASE(a_sequence_swapped_out_and_in_elsewhere_decodes_as_if_never_moved, Fixture) {
+  auto stay = make(), moved = make();
+  shard::Step p;
+  p.id = 1;
+  p.block_size = 4;
+  p.seqs.push_back(prefill(1, {7, 8, 9, 10, 11, 12, 13}, {3, 5}));
+  const auto t1 = stay.execute(p).tokens.at(0).token;
+  BOOST_TEST(moved.execute(p).tokens.at(0).token == t1);
+
+  shard::Step out;  // device blocks 3, 5 -> host 6, 0
+  out.id = 2;
+  out.block_size = 4;
+  out.swap_out = {{3, 6}, {5, 0}};
+  moved.execute(out);
+  shard::Step scribble = p;  // reuse the freed device blocks for something else
+  scribble.id = 3;
+  scribble.seqs[0] = prefill(2, {100, 101, 102, 103, 104, 105, 106}, {5, 3});
+  moved.execute(scribble);
+
+  auto next = [&](shard::CpuShard& s, std::vector<kv::BlockId> table, std::vector<kv::BlockMove> swap_in) {
+    shard::Step d;
+    d.id = 4;
+    d.block_size = 4;
+    d.swap_in = std::move(swap_in);
+    auto w = prefill(1, {t1}, std::move(table));
+    w.first_position = 7;
+    d.seqs.push_back(w);
+    return s.execute(d).tokens.at(0);
+  };
+  const auto a = next(stay, {3, 5}, {});
+  const auto b = next(moved, {9, 12}, {{6, 9}, {0, 12}});  // back in, to other device blocks
+  BOOST_TEST(a.token == b.token);
+  BOOST_TEST(a.logprob == b.logprob);
+}
+
 BOOST_FIXTURE_TEST_CASE(steps_the_shard_cannot_run_are_refused, Fixture) {
   auto s = make();
   shard::Step step;

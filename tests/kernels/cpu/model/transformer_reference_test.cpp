@@ -7,6 +7,8 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/nan_max.hpp"
+
 #include "tests/kernels/cpu/model/model_fixture.hpp"
 
 #include <cmath>
@@ -63,7 +65,7 @@ std::vector<std::vector<float>> run_prompt(Transformer& t, KvCache& cache,
 
 double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+  for (std::size_t i = 0; i < a.size(); ++i) worst = actorlm::testing::nan_max(worst, double(std::abs(a[i] - b[i])));
   return worst;
 }
 
@@ -87,7 +89,7 @@ BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers, boost::unit_te
   const auto rows = run_prompt(t, cache, ref.prompt, table, static_cast<std::uint32_t>(ref.prompt.size()));
   BOOST_REQUIRE_EQUAL(rows.size(), ref.logits.size());
   double worst = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) worst = std::max(worst, max_abs_diff(rows[i], ref.logits[i]));
+  for (std::size_t i = 0; i < rows.size(); ++i) worst = actorlm::testing::nan_max(worst, max_abs_diff(rows[i], ref.logits[i]));
   BOOST_TEST_MESSAGE(c.model << ": max |logit - transformers| = " << worst);
   BOOST_TEST(worst < 5e-5);
 
@@ -115,7 +117,7 @@ BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
     const auto whole = run_prompt(t, a, ref.prompt, table, 24);
     const auto chunked = run_prompt(t, b, ref.prompt, table, chunk);
     double worst = 0;
-    for (std::size_t i = 0; i < whole.size(); ++i) worst = std::max(worst, max_abs_diff(whole[i], chunked[i]));
+    for (std::size_t i = 0; i < whole.size(); ++i) worst = actorlm::testing::nan_max(worst, max_abs_diff(whole[i], chunked[i]));
     BOOST_TEST_MESSAGE(name << " chunk " << chunk << ": max diff " << worst);
     BOOST_TEST(worst < 1e-4);
   }
