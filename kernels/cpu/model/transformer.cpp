@@ -80,7 +80,8 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
                            ", which does not hold the output projection");
 
   // Final norm and output projection only for the rows whose logits are wanted.
-  std::vector<float> last;  // [rows, hidden]
+  std::vector<float>& last = last_;  // [rows, hidden]
+  last.clear();
   row = 0;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::int64_t>(q.tokens.size());

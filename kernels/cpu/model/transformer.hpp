@@ -52,6 +52,7 @@ class Transformer {
   std::vector<std::int32_t> positions_;
   // Activations, [tokens_, ...]
   std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
+  std::vector<float> last_;  // [logit rows, hidden]: the rows whose logits are computed
   AttentionScratch scratch_;
 };
 
