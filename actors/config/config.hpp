@@ -15,11 +15,13 @@ enum class Backend { sim, cpu, cuda };
 enum class Batching { dynamic, continuous, paged };
 enum class Preemption { recompute, swap, automatic };  // TOML: "recompute" | "swap" | "auto"
 enum class SimClock { virtual_time, wall };            // TOML: "virtual" | "wall"
+enum class SimParallelism { tensor, layers };          // TOML: "tensor" | "layers"
 
 std::string_view to_string(Backend);
 std::string_view to_string(Batching);
 std::string_view to_string(Preemption);
 std::string_view to_string(SimClock);
+std::string_view to_string(SimParallelism);
 
 // [server]: the HTTP daemon (actorlm serve).
 struct ServerConfig {
@@ -82,6 +84,12 @@ struct SimConfig {
   std::string instance;            // optional catalogue instance (e.g. "g5.12xlarge")
   SimClock clock = SimClock::virtual_time;
   std::int64_t seed = 0;           // [0, 2^63)
+  // How engine.tensor_parallel_degree GPUs share the model: "tensor" (Megatron-style tensor
+  // parallelism, all GPUs work on every layer) or "layers" (HF Accelerate's device_map: each
+  // GPU holds a contiguous slice of layers and only one GPU works at a time).
+  SimParallelism parallelism = SimParallelism::tensor;
+  std::string hardware_catalogue;  // TOML file replacing the built-in hardware catalogue
+  std::string model_catalogue;     // TOML file replacing the built-in model catalogue
   bool operator==(const SimConfig&) const = default;
 };
 

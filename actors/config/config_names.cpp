@@ -38,6 +38,14 @@ std::string_view to_string(SimClock value) {
   return "?";
 }
 
+std::string_view to_string(SimParallelism value) {
+  switch (value) {
+    case SimParallelism::tensor: return "tensor";
+    case SimParallelism::layers: return "layers";
+  }
+  return "?";
+}
+
 std::string ConfigError::to_string() const {
   std::string out = file;
   out += ':';

@@ -88,6 +88,9 @@ void read_sim(TableReader& r, SimConfig& c) {
   r.string("instance", c.instance);
   r.choice("clock", c.clock, {SimClock::virtual_time, SimClock::wall});
   r.integer("seed", c.seed, {0, int64_max});
+  r.choice("parallelism", c.parallelism, {SimParallelism::tensor, SimParallelism::layers});
+  r.string("hardware_catalogue", c.hardware_catalogue);
+  r.string("model_catalogue", c.model_catalogue);
 }
 
 void read_cluster(TableReader& r, ClusterConfig& c) {

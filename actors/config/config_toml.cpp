@@ -141,6 +141,9 @@ std::string to_toml(const Config& c) {
   w.entry("instance", c.sim.instance);
   w.entry("clock", to_string(c.sim.clock));
   w.entry("seed", c.sim.seed);
+  w.entry("parallelism", to_string(c.sim.parallelism));
+  w.entry("hardware_catalogue", c.sim.hardware_catalogue);
+  w.entry("model_catalogue", c.sim.model_catalogue);
 
   w.section("cluster");
   w.entry("workers", c.cluster.workers);

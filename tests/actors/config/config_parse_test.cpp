@@ -71,6 +71,9 @@ hardware = "a100"
 instance = "p4d.24xlarge"
 clock = "wall"
 seed = 7
+parallelism = "layers"
+hardware_catalogue = "my_hardware.toml"
+model_catalogue = "my_models.toml"
 
 [cluster]
 workers = ["node1:9000", "[::1]:9001"]
@@ -129,6 +132,9 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.sim.instance == "p4d.24xlarge");
   BOOST_TEST((c.sim.clock == SimClock::wall));
   BOOST_TEST(c.sim.seed == 7);
+  BOOST_TEST((c.sim.parallelism == SimParallelism::layers));
+  BOOST_TEST(c.sim.hardware_catalogue == "my_hardware.toml");
+  BOOST_TEST(c.sim.model_catalogue == "my_models.toml");
   BOOST_TEST(c.cluster.workers == (std::vector<std::string>{"node1:9000", "[::1]:9001"}),
              boost::test_tools::per_element());
 }

@@ -117,6 +117,8 @@ const std::vector<MalformedCase> cases = {
      "scheduler.preemption", "expected one of \"recompute\", \"swap\", \"auto\", found \"automatic\""},
     {"clock_spelled_like_the_cpp_name", "[sim]\nclock = \"virtual_time\"\n", 2, 9, "sim.clock",
      "expected one of \"virtual\", \"wall\", found \"virtual_time\""},
+    {"parallelism_unknown", "[sim]\nparallelism = \"pipeline\"\n", 2, 15, "sim.parallelism",
+     "expected one of \"tensor\", \"layers\", found \"pipeline\""},
 
     // Powers of two.
     {"block_size_not_a_power_of_two", "[cache]\nblock_size = 24\n", 2, 14, "cache.block_size",
