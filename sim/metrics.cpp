@@ -9,9 +9,10 @@
 namespace actorlm::sim {
 namespace {
 
-constexpr double ns_to_s = 1e-9;
+constexpr double ns_per_s = 1e9;
 
-double seconds(std::int64_t ns) { return static_cast<double>(ns) * ns_to_s; }
+// A division, not a product with 1e-9 (which is inexact): whole and half seconds stay exact.
+double seconds(std::int64_t ns) { return static_cast<double>(ns) / ns_per_s; }
 
 double kv_fraction(const scheduler::StepRecord& step) {
   return step.kv_total_blocks == 0
@@ -71,7 +72,7 @@ std::vector<SeriesPoint> series_of(std::span<const scheduler::StepRecord> steps,
   for (std::size_t i = 0; i < max_points; ++i) {
     const Bucket& b = buckets[i];
     if (b.weight == 0) continue;
-    points.push_back({(static_cast<double>(t0) + (static_cast<double>(i) + 0.5) * width) * ns_to_s,
+    points.push_back({(static_cast<double>(t0) + (static_cast<double>(i) + 0.5) * width) / ns_per_s,
                       b.batch / b.weight, b.kv / b.weight});
   }
   return points;
@@ -148,7 +149,7 @@ Summary summarize(std::span<const RequestTiming> requests,
     out.output_tokens_per_s = static_cast<double>(out.output_tokens) / out.duration_s;
     out.requests_per_s = static_cast<double>(out.completed) / out.duration_s;
     out.goodput_requests_per_s = static_cast<double>(out.slo_met) / out.duration_s;
-    out.mean_concurrency = in_flight_integral(requests) * ns_to_s / out.duration_s;
+    out.mean_concurrency = in_flight_integral(requests) / ns_per_s / out.duration_s;
   }
   if (out.requests > 0)
     out.slo_attainment = static_cast<double>(out.slo_met) / static_cast<double>(out.requests);

@@ -5,3 +5,4 @@ actorlm_test(sim/workload_toml SOURCES workload_toml_test.cpp LIBS actorlm_sim_w
 target_compile_definitions(test_sim_workload_toml PRIVATE ${_sim_fixtures})
 actorlm_test(sim/trace SOURCES trace_test.cpp LIBS actorlm_sim_workload)
 target_compile_definitions(test_sim_trace PRIVATE ${_sim_fixtures})
+actorlm_test(sim/metrics SOURCES metrics_test.cpp LIBS actorlm_sim_workload)
