@@ -1,0 +1,117 @@
+#pragma once
+// The simulator's catalogue: GPUs, cloud instances and model architectures, read from
+// configs/catalogue/{hardware,models}.toml (embedded in the library; a user file may replace
+// either). Plain C++: no CAF. Units are SI in memory (bytes, bytes/s, FLOP/s, s) whatever the
+// TOML spelling (MiB, GB/s, TFLOPS, us).
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace actorlm::sim {
+
+enum class FfnKind { gelu, swiglu };       // 2 matrices (up, down) | 3 (gate, up, down)
+enum class NormKind { layernorm, rmsnorm };  // weight + bias | weight
+
+std::string_view to_string(FfnKind);
+std::string_view to_string(NormKind);
+
+struct Hardware {
+  std::string key;                  // catalogue name, e.g. "a10g"
+  std::string name;                 // "NVIDIA A10G"
+  double memory_bytes = 0;          // bytes: the whole device, as the driver reports it
+  double bandwidth = 0;             // bytes/s: peak DRAM bandwidth
+  double flops = 0;                 // FLOP/s: dense fp16/bf16 tensor peak
+  std::string link;                 // "PCIe Gen4 x16, no NVLink"
+  double link_bandwidth = 0;        // bytes/s per direction between two GPUs
+  double link_latency = 0;          // s per ring hop
+  double host_bandwidth = 0;        // bytes/s host <-> device (KV swaps)
+  double compute_efficiency = 1;    // (0, 1]: achievable share of `flops`
+  double memory_efficiency = 1;     // (0, 1]: of `bandwidth`
+  double link_efficiency = 1;       // (0, 1]: of `link_bandwidth`
+  double kernel_launch = 0;         // s per kernel
+  double cuda_context_bytes = 0;    // bytes taken by the CUDA context on each GPU
+};
+
+// Memory the serving runtime takes on every GPU besides the CUDA context.
+struct RuntimeOverheads {
+  double framework_bytes = 0;    // bytes: allocator fragmentation, library workspaces
+  double comm_buffer_bytes = 0;  // bytes: collective buffers, only with more than one GPU
+};
+
+struct Instance {
+  std::string key;              // "g5.12xlarge"
+  std::string gpu;              // a Hardware key
+  std::uint32_t gpus = 0;
+  double price_per_hour = 0;    // USD, on-demand
+  std::string price_note;       // where the price comes from (or that it is an assumption)
+};
+
+struct ModelArch {
+  std::string key;   // "falcon-40b"
+  std::string name;  // "Falcon-40B"
+  std::uint32_t layers = 0;
+  std::uint32_t hidden = 0;
+  std::uint32_t heads = 0;
+  std::uint32_t kv_heads = 0;
+  std::uint32_t head_dim = 0;
+  std::uint32_t ffn = 0;
+  FfnKind ffn_kind = FfnKind::swiglu;
+  std::uint32_t vocab = 0;
+  bool tied_embeddings = false;
+  bool parallel_attention = false;  // one all-reduce per layer under TP instead of two
+  NormKind norm = NormKind::rmsnorm;
+  std::uint32_t norms_per_layer = 2;
+  std::uint32_t max_context = 0;
+  std::int32_t eos_token_id = -1;
+
+  std::uint32_t ffn_matrices() const { return ffn_kind == FfnKind::gelu ? 2 : 3; }
+  std::uint64_t norm_params() const { return norm == NormKind::layernorm ? 2ull * hidden : hidden; }
+  // Parameters of one decoder layer: Q, K, V, output projection, MLP, norms.
+  std::uint64_t layer_params() const;
+  // Token embedding, plus the LM head when it is not tied.
+  std::uint64_t embedding_params() const;
+  // The whole model, tied weights counted once: layers, embeddings, final norm.
+  std::uint64_t params() const;
+};
+
+// A catalogue file that cannot be read or is wrong; what() lists every problem, one per line,
+// as "FILE:LINE:COLUMN: KEY: MESSAGE".
+struct CatalogueError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+class Catalogue {
+ public:
+  // The catalogue built from the embedded configs/catalogue/*.toml (parsed once).
+  static const Catalogue& builtin();
+  // Parses TOML text; `*_file` names the text in errors. Throws CatalogueError.
+  static Catalogue parse(std::string_view hardware_toml, std::string_view hardware_file,
+                         std::string_view models_toml, std::string_view models_file);
+  // Reads the files; an empty path stands for the embedded file. Throws CatalogueError.
+  static Catalogue load(const std::string& hardware_path, const std::string& models_path);
+
+  // Throw std::invalid_argument naming the known entries when `key` is not one of them.
+  const Hardware& hardware(std::string_view key) const;
+  const Instance& instance(std::string_view key) const;
+  const ModelArch& model(std::string_view key) const;
+
+  const std::vector<Hardware>& all_hardware() const { return hardware_; }
+  const std::vector<Instance>& all_instances() const { return instances_; }
+  const std::vector<ModelArch>& all_models() const { return models_; }
+  const RuntimeOverheads& runtime() const { return runtime_; }
+
+ private:
+  std::vector<Hardware> hardware_;    // file order
+  std::vector<Instance> instances_;
+  std::vector<ModelArch> models_;
+  RuntimeOverheads runtime_;
+};
+
+// The embedded catalogue files' text (generated by cmake/EmbedText.cmake).
+extern const std::string_view embedded_hardware_catalogue;
+extern const std::string_view embedded_model_catalogue;
+
+}  // namespace actorlm::sim

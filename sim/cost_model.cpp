@@ -1,0 +1,147 @@
+// The roofline cost of one step. Every GEMM reads its weights once per step (so a decode step
+// is bandwidth-bound on weights) plus its input and output activations; attention reads each
+// sequence's KV; under tensor parallelism each layer ends in one ring all-reduce per branch
+// merge (one with parallel attention, two for sequential attention + MLP). All sizes are per
+// rank; a layer split runs whole layers on one GPU at a time, so its layer costs are summed.
+#include "sim/cost_model.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace actorlm::sim {
+
+void StepShape::add(std::uint32_t new_tokens, std::uint32_t context, bool logits) {
+  context = std::max(context, new_tokens);
+  tokens += new_tokens;
+  if (logits) ++logit_rows;
+  if (new_tokens == 1) {
+    ++decode_seqs;
+    decode_context += context;
+  } else if (new_tokens > 1) {
+    const double n = new_tokens;
+    ++prefill_seqs;
+    prefill_tokens += new_tokens;
+    // Query i of the chunk (0-based) sees positions [0, context - n + i]: sum over i.
+    prefill_pairs += n * double(context) - n * (n - 1) / 2;
+    prefill_context += context;
+  }
+}
+
+std::string_view to_string(Op op) {
+  switch (op) {
+    case Op::qkv: return "qkv";
+    case Op::attention_prefill: return "attention_prefill";
+    case Op::attention_decode: return "attention_decode";
+    case Op::attention_out: return "attention_out";
+    case Op::ffn_up: return "ffn_up";
+    case Op::ffn_down: return "ffn_down";
+    case Op::elementwise: return "elementwise";
+    case Op::all_reduce: return "all_reduce";
+    case Op::lm_head: return "lm_head";
+    case Op::transfer: return "transfer";
+    case Op::kv_moves: return "kv_moves";
+    case Op::launch: return "launch";
+    case Op::count: break;
+  }
+  return "?";
+}
+
+CostModel::CostModel(const ModelArch& m, const Hardware& hw, Parallelism p, std::uint32_t block_size)
+    : model_(m), hw_(hw), par_(p),
+      rank_(rank_shape(m, p.kind == ParallelKind::tensor ? p.degree : 1)) {
+  if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
+  if (p.kind == ParallelKind::layers && p.degree > m.layers)
+    throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
+                                " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
+  const double layers_here = p.kind == ParallelKind::tensor ? m.layers : layers_on_gpu(m, p.degree, 0);
+  block_bytes_ = 2.0 * layers_here * rank_.kv_heads * m.head_dim * fp16_bytes * block_size;
+  const bool tp = p.kind == ParallelKind::tensor && p.degree > 1;
+  // QKV, rotary + KV-cache write, attention output, MLP up, activation, MLP down, norms,
+  // residual adds, all-reduces (attention kernels are counted per step: prefill and/or decode).
+  kernels_per_layer_ = 1 + 1 + 1 + 1 + 1 + 1 + m.norms_per_layer + (m.parallel_attention ? 1 : 2) +
+                       (tp ? (m.parallel_attention ? 1 : 2) : 0);
+}
+
+StepCost CostModel::step(const StepShape& s) const {
+  StepCost c;
+  auto at = [&](Op op) -> double& { return c.by_op[static_cast<std::size_t>(op)]; };
+  const double flops = hw_.flops * hw_.compute_efficiency;        // FLOP/s
+  const double bandwidth = hw_.bandwidth * hw_.memory_efficiency;  // bytes/s
+  const double link = hw_.link_bandwidth * hw_.link_efficiency;    // bytes/s
+  auto roofline = [&](double f, double bytes) { return std::max(f / flops, bytes / bandwidth); };
+
+  const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;
+  const double p = par_.degree;
+  const double L = model_.layers;  // tensor: every GPU runs every layer; split: one GPU at a time
+  const double H = model_.hidden, d = model_.head_dim, F = rank_.ffn;
+  const double qh = rank_.q_heads, kvh = rank_.kv_heads;
+  const double T = double(s.tokens);
+  const double b = fp16_bytes;
+  double kernels = 0;
+
+  if (s.tokens > 0) {
+    const double qkv_w = H * (qh + 2 * kvh) * d;  // weight elements, [hidden, (qh + 2 kvh) d]
+    at(Op::qkv) = L * roofline(2 * T * qkv_w, b * (qkv_w + T * H + T * (qh + 2 * kvh) * d));
+    if (s.prefill_seqs > 0) {
+      // QK^T and PV: 2 d FLOPs each per (query, key) pair and head; reads Q, writes O, reads K/V.
+      at(Op::attention_prefill) =
+          L * roofline(4 * qh * d * s.prefill_pairs,
+                       b * (2.0 * double(s.prefill_tokens) * qh * d + double(s.prefill_context) * 2 * kvh * d));
+      kernels += L;
+    }
+    if (s.decode_seqs > 0) {
+      at(Op::attention_decode) =
+          L * roofline(4 * qh * d * double(s.decode_context),
+                       b * (double(s.decode_context) * 2 * kvh * d + 2.0 * s.decode_seqs * qh * d));
+      kernels += L;
+    }
+    const double out_w = qh * d * H;
+    at(Op::attention_out) = L * roofline(2 * T * out_w, b * (out_w + T * qh * d + T * H));
+    const double up_cols = (model_.ffn_matrices() - 1) * F;  // gate + up, or up
+    const double up_w = H * up_cols, down_w = F * H;
+    at(Op::ffn_up) = L * roofline(2 * T * up_w, b * (up_w + T * H + T * up_cols));
+    at(Op::ffn_down) = L * roofline(2 * T * down_w, b * (down_w + T * F + T * H));
+    // Per token and layer, elements read + written: each norm 2H; residual adds 4H (one add of
+    // three tensors, parallel attention) or 2 x 3H; the activation 2F (gelu) or 3F (silu x up).
+    const double norms = model_.norms_per_layer * 2 * H;
+    const double residual = model_.parallel_attention ? 4 * H : 6 * H;
+    const double act = model_.ffn_kind == FfnKind::gelu ? 2 * F : 3 * F;
+    at(Op::elementwise) = (L * T * (norms + residual + act) + T * 2 * H) * b / bandwidth;
+    kernels += L * kernels_per_layer_ + 2;  // + embedding lookup, final norm
+
+    if (tp) {
+      // Ring all-reduce of [tokens, hidden] fp16: 2(p-1)/p of the message over each link,
+      // 2(p-1) steps of link latency; once per layer with parallel attention, twice otherwise,
+      // and once after the vocabulary-parallel embedding.
+      const double one = 2 * (p - 1) / p * (T * H * b) / link + 2 * (p - 1) * hw_.link_latency;
+      at(Op::all_reduce) = (L * (model_.parallel_attention ? 1 : 2) + 1) * one;
+      kernels += 1;
+    }
+    if (s.logit_rows > 0) {
+      const double rows = s.logit_rows, V = rank_.vocab;
+      const double w = V * H;
+      at(Op::lm_head) = roofline(2 * rows * w, b * (w + rows * H) + 4 * rows * V);  // fp32 logits
+      kernels += 2;  // GEMM, sampling
+      if (tp) {
+        // All-gather of the fp32 logits rows so that rank 0 samples from the whole vocabulary.
+        at(Op::lm_head) += (p - 1) / p * (rows * model_.vocab * 4) / link + (p - 1) * hw_.link_latency;
+        kernels += 1;
+      }
+    }
+    if (par_.kind == ParallelKind::layers && par_.degree > 1) {
+      // The hidden states cross each of the p - 1 device boundaries once.
+      at(Op::transfer) = (p - 1) * (T * H * b / link + hw_.link_latency);
+      kernels += p - 1;
+    }
+  }
+  if (s.swapped_blocks > 0 || s.copied_blocks > 0) {
+    at(Op::kv_moves) = s.swapped_blocks * block_bytes_ / hw_.host_bandwidth +
+                       s.copied_blocks * 2 * block_bytes_ / bandwidth;  // read + write
+    kernels += (s.swapped_blocks > 0) + (s.copied_blocks > 0);
+  }
+  at(Op::launch) = kernels * hw_.kernel_launch;
+  for (double t : c.by_op) c.seconds += t;
+  return c;
+}
+
+}  // namespace actorlm::sim

@@ -1,0 +1,179 @@
+// The per-GPU memory model. Weights follow Megatron/vLLM sharding: Q heads, FFN width, and the
+// vocabulary (embedding and LM head) split over the ranks; K/V heads split too, or replicated
+// when there are fewer KV heads than ranks; norms replicated. The activation workspace is what
+// vLLM's profiling run measures: one layer's intermediates for max_num_batched_tokens tokens
+// (layers run one after another, so only one layer's are live) plus fp32 logits.
+#include "sim/memory_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace actorlm::sim {
+
+std::string_view to_string(ParallelKind k) { return k == ParallelKind::tensor ? "tensor" : "layers"; }
+
+RankShape rank_shape(const ModelArch& m, std::uint32_t tp) {
+  if (tp == 0) throw std::invalid_argument("tensor parallel degree 0");
+  auto fail = [&](const char* what, std::uint32_t n) {
+    throw std::invalid_argument(m.name + "'s " + std::to_string(n) + " " + what +
+                                " cannot be split evenly over " + std::to_string(tp) +
+                                " tensor-parallel ranks");
+  };
+  if (m.heads % tp != 0) fail("attention heads", m.heads);
+  if (m.ffn % tp != 0) fail("FFN columns", m.ffn);
+  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) fail("KV heads", m.kv_heads);
+  RankShape r;
+  r.tp = tp;
+  r.q_heads = m.heads / tp;
+  r.kv_heads = std::max(1u, m.kv_heads / tp);
+  r.ffn = m.ffn / tp;
+  r.vocab = (m.vocab + tp - 1) / tp;
+  return r;
+}
+
+std::uint32_t layers_on_gpu(const ModelArch& m, std::uint32_t gpus, std::uint32_t g) {
+  return m.layers / gpus + (g < m.layers % gpus ? 1 : 0);
+}
+
+namespace {
+
+constexpr double gb = 1e9;
+constexpr double logit_bytes = 4;  // fp32 logits
+
+// Elements of one layer's weights on one rank.
+double layer_weight_elems(const ModelArch& m, const RankShape& r) {
+  const double h = m.hidden, d = m.head_dim;
+  return h * (r.q_heads + 2.0 * r.kv_heads) * d  // QKV
+         + r.q_heads * d * h                     // attention output
+         + double(m.ffn_matrices()) * h * r.ffn  // MLP
+         + double(m.norms_per_layer) * double(m.norm_params());  // replicated
+}
+
+// Elements live at once inside one layer, per token: residual + normed input, then the attention
+// branch (QKV + attention output) or the MLP (gate/up + activation); both at once when the
+// branches run in parallel.
+double activation_elems_per_token(const ModelArch& m, const RankShape& r) {
+  const double attention = (r.q_heads + 2.0 * r.kv_heads) * m.head_dim + double(r.q_heads) * m.head_dim;
+  const double mlp = double(m.ffn_matrices()) * r.ffn;  // gate+up (or up) and the activation
+  return 2.0 * m.hidden + (m.parallel_attention ? attention + mlp : std::max(attention, mlp));
+}
+
+struct GpuPlan {
+  std::uint32_t layers = 0;
+  double weights = 0, activations = 0, kv_per_token = 0;
+};
+
+GpuPlan plan_gpu(const ModelArch& m, Parallelism p, std::uint32_t g, const MemoryOptions& o) {
+  const bool tensor = p.kind == ParallelKind::tensor;
+  const RankShape r = rank_shape(m, tensor ? p.degree : 1);
+  GpuPlan out;
+  out.layers = tensor ? m.layers : layers_on_gpu(m, p.degree, g);
+  const bool first = tensor || g == 0;
+  const bool last = tensor || g + 1 == p.degree;
+  double elems = out.layers * layer_weight_elems(m, r);
+  if (first) elems += double(r.vocab) * m.hidden;  // embedding
+  // LM head: its own matrix, or the tied embedding, which must also be where the head runs.
+  if (last && (!m.tied_embeddings || !first)) elems += double(r.vocab) * m.hidden;
+  if (last) elems += double(m.norm_params());  // final norm
+  out.weights = elems * fp16_bytes;
+  const double tokens = o.max_num_batched_tokens;
+  out.activations = out.layers > 0 ? tokens * activation_elems_per_token(m, r) * fp16_bytes : 0;
+  if (last) out.activations += std::min<double>(o.max_num_seqs, tokens) * m.vocab * logit_bytes;
+  out.kv_per_token = 2.0 * out.layers * r.kv_heads * m.head_dim * fp16_bytes;
+  return out;
+}
+
+std::string label(Parallelism p) {
+  return (p.kind == ParallelKind::tensor ? "TP " : "layer split over ") + std::to_string(p.degree) +
+         (p.kind == ParallelKind::tensor ? "" : " GPUs");
+}
+
+std::string fixed(double v, int digits = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+}  // namespace
+
+MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const RuntimeOverheads& rt,
+                            Parallelism p, const MemoryOptions& o) {
+  if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
+  if (p.kind == ParallelKind::layers && p.degree > m.layers)
+    throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
+                                " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
+  if (o.block_size == 0) throw std::invalid_argument("block size 0");
+  const std::uint32_t gpus = p.kind == ParallelKind::tensor ? 1 : p.degree;  // distinct GPU plans
+  MemoryBreakdown best;
+  bool have = false;
+  for (std::uint32_t g = 0; g < gpus; ++g) {
+    const GpuPlan plan = plan_gpu(m, p, g, o);
+    MemoryBreakdown b;
+    b.parallelism = p;
+    b.gpu = g;
+    b.layers = plan.layers;
+    b.device_bytes = hw.memory_bytes;
+    b.usable_bytes = hw.memory_bytes * o.gpu_memory_utilization;
+    b.weights_bytes = plan.weights;
+    b.activation_bytes = plan.activations;
+    b.cuda_context_bytes = hw.cuda_context_bytes;
+    b.framework_bytes = rt.framework_bytes;
+    // Only tensor parallelism runs collectives (a layer split copies activations between devices).
+    b.comm_bytes = p.kind == ParallelKind::tensor && p.degree > 1 ? rt.comm_buffer_bytes : 0;
+    b.kv_bytes_per_token = plan.kv_per_token;
+    b.block_size = o.block_size;
+    b.block_bytes = plan.kv_per_token * o.block_size;
+    const double fixed_bytes = b.weights_bytes + b.activation_bytes + b.overhead_bytes();
+    const double left = b.usable_bytes - fixed_bytes;
+    if (left < 0 && o.num_gpu_blocks_override == 0) {
+      throw std::invalid_argument(
+          label(p) + ": " + m.name + " needs " + fixed(fixed_bytes / gb) + " GB on GPU " +
+          std::to_string(g) + " (weights " + fixed(b.weights_bytes / gb) + " GB, activations " +
+          fixed(b.activation_bytes / gb) + " GB for " + std::to_string(o.max_num_batched_tokens) +
+          " batched tokens, CUDA context, framework and buffers " + fixed(b.overhead_bytes() / gb) +
+          " GB), but " + hw.name + "'s " + fixed(hw.memory_bytes / gb) + " GB x " +
+          fixed(o.gpu_memory_utilization) + " gpu_memory_utilization leaves " +
+          fixed(b.usable_bytes / gb) + " GB; use more GPUs, a larger GPU, or fewer batched tokens");
+    }
+    if (o.num_gpu_blocks_override > 0) {
+      b.num_blocks = o.num_gpu_blocks_override;
+    } else {
+      b.num_blocks = b.block_bytes > 0
+                         ? static_cast<std::uint32_t>(std::min(std::floor(left / b.block_bytes), 4.0e9))
+                         : 0;
+    }
+    b.kv_bytes = b.num_blocks * b.block_bytes;
+    b.spare_bytes = b.usable_bytes - fixed_bytes - b.kv_bytes;
+    if (!have || b.num_blocks < best.num_blocks) best = b;
+    have = true;
+  }
+  if (best.kv_tokens() < o.max_model_len) {
+    throw std::invalid_argument(
+        label(p) + ": " + m.name + " on " + hw.name + " leaves room for KV of " +
+        std::to_string(best.kv_tokens()) + " tokens (" + fixed(best.kv_bytes / gb) + " GB after weights " +
+        fixed(best.weights_bytes / gb) + " GB, activations " + fixed(best.activation_bytes / gb) +
+        " GB and overhead " + fixed(best.overhead_bytes() / gb) + " GB), less than one sequence of "
+        "model.max_model_len = " + std::to_string(o.max_model_len) + " tokens");
+  }
+  return best;
+}
+
+std::string describe_memory(const MemoryBreakdown& b, const ModelArch& m, const Hardware& hw) {
+  std::string s = label(b.parallelism) + ": ";
+  if (b.parallelism.kind == ParallelKind::layers)
+    s += "GPU " + std::to_string(b.gpu) + " (" + std::to_string(b.layers) + " of " +
+         std::to_string(m.layers) + " layers, the fewest KV tokens): ";
+  s += "weights " + fixed(b.weights_bytes / gb) + " GB of " + fixed(b.device_bytes / gb) + " GB (" +
+       hw.name + ", " + fixed(b.usable_bytes / gb) + " GB usable), activations " +
+       fixed(b.activation_bytes / gb) + " GB, CUDA context + framework " +
+       fixed((b.cuda_context_bytes + b.framework_bytes) / gb) + " GB, comm buffers " +
+       fixed(b.comm_bytes / gb) + " GB, KV cache " + fixed(b.kv_bytes / gb) + " GB: " +
+       std::to_string(b.num_blocks) + " blocks of " + std::to_string(b.block_size) +
+       " tokens = KV for " + std::to_string(b.kv_tokens()) + " tokens (" +
+       fixed(b.kv_bytes_per_token / 1024, 1) + " KiB per token), spare " + fixed(b.spare_bytes / gb) + " GB";
+  return s;
+}
+
+}  // namespace actorlm::sim

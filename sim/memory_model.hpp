@@ -1,0 +1,82 @@
+#pragma once
+// Where each GPU's memory goes when a model is served: weights, activation workspace, CUDA
+// context and framework, communication buffers, and what remains for KV blocks. fp16 weights
+// and KV (2 bytes per element). Plain C++: no CAF.
+
+#include "sim/catalogue.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace actorlm::sim {
+
+constexpr double fp16_bytes = 2;  // bytes per weight and per KV element
+
+enum class ParallelKind {
+  tensor,  // Megatron-style: every GPU holds 1/p of every layer; all work on every step
+  layers,  // HF Accelerate device_map: GPU g holds a contiguous slice of layers; one works at a time
+};
+std::string_view to_string(ParallelKind);
+
+struct Parallelism {
+  ParallelKind kind = ParallelKind::tensor;
+  std::uint32_t degree = 1;  // GPUs
+};
+
+// What one tensor-parallel rank holds of each layer (the whole layer when tp = 1).
+struct RankShape {
+  std::uint32_t tp = 1;
+  std::uint32_t q_heads = 0;   // heads / tp
+  std::uint32_t kv_heads = 0;  // kv_heads / tp; 1 (replicated) when there are fewer KV heads than ranks
+  std::uint32_t ffn = 0;       // ffn / tp
+  std::uint32_t vocab = 0;     // ceil(vocab / tp): vocabulary-parallel embedding and LM head
+};
+// Throws std::invalid_argument when the heads, KV heads or FFN width do not split over tp ranks.
+RankShape rank_shape(const ModelArch&, std::uint32_t tp);
+
+// Layers on GPU g of a layer split over `gpus` (the first layers % gpus GPUs take one more).
+std::uint32_t layers_on_gpu(const ModelArch&, std::uint32_t gpus, std::uint32_t g);
+
+struct MemoryOptions {
+  double gpu_memory_utilization = 0.9;    // (0, 1]: share of device memory the runtime may use
+  std::uint32_t block_size = 16;          // tokens per KV block
+  std::uint32_t max_num_batched_tokens = 8192;  // sizes the activation workspace
+  std::uint32_t max_num_seqs = 256;       // rows of logits
+  std::uint32_t max_model_len = 2048;     // the KV cache must hold one sequence this long
+  std::uint32_t num_gpu_blocks_override = 0;    // > 0: this many blocks, whatever fits
+};
+
+// One GPU's memory. usable = weights + activations + cuda_context + framework + comm + kv + spare.
+struct MemoryBreakdown {
+  Parallelism parallelism;
+  std::uint32_t gpu = 0;          // which GPU (layer split: the one with the fewest KV tokens)
+  std::uint32_t layers = 0;       // decoder layers whose weights and KV live here
+  double device_bytes = 0;        // bytes: the whole device
+  double usable_bytes = 0;        // bytes: device x gpu_memory_utilization
+  double weights_bytes = 0;       // bytes
+  double activation_bytes = 0;    // bytes: one layer's intermediates for the largest batch + logits
+  double cuda_context_bytes = 0;  // bytes
+  double framework_bytes = 0;     // bytes
+  double comm_bytes = 0;          // bytes: collective buffers (0 on one GPU)
+  double kv_bytes = 0;            // bytes: num_blocks x block_bytes
+  double spare_bytes = 0;         // bytes: usable left over (< one block unless overridden;
+                                  // negative when num_gpu_blocks_override exceeds the budget)
+  double kv_bytes_per_token = 0;  // bytes: K and V of every layer on this GPU
+  double block_bytes = 0;         // bytes: one KV block on this GPU
+  std::uint32_t block_size = 0;   // tokens per block
+  std::uint32_t num_blocks = 0;
+
+  std::uint64_t kv_tokens() const { return std::uint64_t{num_blocks} * block_size; }
+  double overhead_bytes() const { return cuda_context_bytes + framework_bytes + comm_bytes; }
+};
+
+// Throws std::invalid_argument, saying what is needed and what there is, when the model does
+// not fit (weights, workspace and overhead above the budget, or no room for one sequence).
+MemoryBreakdown plan_memory(const ModelArch&, const Hardware&, const RuntimeOverheads&,
+                            Parallelism, const MemoryOptions&);
+
+// One line: "TP 4: weights 20.65 GB of 24.15 GB, activations ..., KV for N tokens (...)".
+std::string describe_memory(const MemoryBreakdown&, const ModelArch&, const Hardware&);
+
+}  // namespace actorlm::sim

@@ -1,0 +1,99 @@
+#include "sim/sim_backend.hpp"
+
+#include "sim/sim_shard.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace actorlm::sim {
+
+namespace {
+
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+std::string fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", digits, v);
+  return b;
+}
+
+}  // namespace
+
+Catalogue catalogue_for(const config::Config& cfg) {
+  if (cfg.sim.hardware_catalogue.empty() && cfg.sim.model_catalogue.empty()) return Catalogue::builtin();
+  return Catalogue::load(cfg.sim.hardware_catalogue, cfg.sim.model_catalogue);
+}
+
+SimBackend load_sim_backend(const config::Config& cfg) { return load_sim_backend(cfg, catalogue_for(cfg)); }
+
+SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
+  SimBackend b;
+  if (cfg.model.preset.empty()) {
+    std::string known;
+    for (const auto& m : cat.all_models()) known += (known.empty() ? "" : ", ") + m.key;
+    throw std::invalid_argument("model.preset is empty: the sim backend needs a catalogue model; known: " + known);
+  }
+  b.model = cat.model(cfg.model.preset);
+  const auto degree = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  if (!cfg.sim.instance.empty()) {
+    b.instance = cat.instance(cfg.sim.instance);
+    b.hardware = cat.hardware(b.instance->gpu);
+    if (degree > b.instance->gpus)
+      throw std::invalid_argument("engine.tensor_parallel_degree = " + std::to_string(degree) + " needs " +
+                                  std::to_string(degree) + " GPUs, but " + b.instance->key + " has " +
+                                  std::to_string(b.instance->gpus) + " (" + b.hardware.name + ")");
+  } else {
+    b.hardware = cat.hardware(cfg.sim.hardware);
+  }
+  if (cfg.model.max_model_len > static_cast<std::int64_t>(b.model.max_context))
+    throw std::invalid_argument("model.max_model_len = " + std::to_string(cfg.model.max_model_len) +
+                                " is longer than " + b.model.name + "'s context of " +
+                                std::to_string(b.model.max_context) + " tokens");
+  b.parallelism.kind =
+      cfg.sim.parallelism == config::SimParallelism::layers ? ParallelKind::layers : ParallelKind::tensor;
+  b.parallelism.degree = degree;
+
+  MemoryOptions mo;
+  mo.gpu_memory_utilization = cfg.cache.gpu_memory_utilization;
+  mo.block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
+  mo.max_num_batched_tokens = static_cast<std::uint32_t>(cfg.scheduler.max_num_batched_tokens);
+  mo.max_num_seqs = static_cast<std::uint32_t>(cfg.scheduler.max_num_seqs);
+  mo.max_model_len = static_cast<std::uint32_t>(cfg.model.max_model_len);
+  mo.num_gpu_blocks_override = static_cast<std::uint32_t>(
+      std::min<std::int64_t>(cfg.cache.num_gpu_blocks_override, 0xffffffff));
+  b.memory = plan_memory(b.model, b.hardware, cat.runtime(), b.parallelism, mo);
+
+  b.capacity.device_blocks = b.memory.num_blocks;
+  b.capacity.host_blocks = static_cast<std::uint32_t>(
+      std::min(std::floor(cfg.cache.swap_space * gib / b.memory.block_bytes), 4.0e9));
+  b.capacity.vocab_size = b.model.vocab;
+
+  auto shared = std::make_shared<const SimShardModel>(SimShardModel{
+      CostModel(b.model, b.hardware, b.parallelism, mo.block_size), b.model.vocab, b.model.eos_token_id,
+      static_cast<std::uint64_t>(cfg.sim.seed)});
+  b.shard_model = shared;
+  b.factory = [shared](caf::actor_system& sys, std::uint32_t rank, std::uint32_t) {
+    return spawn_sim_shard(sys, rank, shared);
+  };
+  return b;
+}
+
+std::string SimBackend::describe() const {
+  std::string s = model.name + " (" + fixed(double(model.params()) / 1e9, 2) + " B parameters, " +
+                  std::to_string(model.layers) + " layers, hidden " + std::to_string(model.hidden) + ", " +
+                  std::to_string(model.heads) + " heads / " + std::to_string(model.kv_heads) + " KV heads" +
+                  (model.parallel_attention ? ", parallel attention" : "") + ") on ";
+  if (instance) s += instance->key + " (";
+  s += std::to_string(parallelism.degree) + " x " + hardware.name + ": " +
+       fixed(hardware.bandwidth / 1e9, 0) + " GB/s, " + fixed(hardware.flops / 1e12, 0) + " TFLOPS fp16, " +
+       hardware.link;
+  if (instance) s += ")";
+  s += ", " + std::string(parallelism.kind == ParallelKind::tensor ? "tensor parallel" : "layer split") +
+       " over " + std::to_string(parallelism.degree) + " GPU" + (parallelism.degree > 1 ? "s" : "") + ". " +
+       describe_memory(memory, model, hardware) + "; " + std::to_string(capacity.host_blocks) +
+       " host blocks for swapping.";
+  return s;
+}
+
+}  // namespace actorlm::sim

@@ -1,0 +1,52 @@
+#pragma once
+// Sets up the sim backend for an engine: looks the model, GPU and instance up in the
+// catalogue, plans each GPU's memory (KV blocks for the scheduler), builds the cost model and
+// hands the engine a factory for sim shard actors.
+//
+// Reads model.preset, model.max_model_len, sim.hardware / sim.instance (an instance decides
+// the GPU type and caps the parallel degree), sim.parallelism, sim.seed,
+// engine.tensor_parallel_degree (the number of GPUs, whatever the parallelism), cache.*,
+// scheduler.max_num_batched_tokens and scheduler.max_num_seqs.
+//
+// Not modelled here: the scheduler's preemption cost estimates (SchedulerOptions'
+// recompute_s_per_token / swap_s_per_block) keep their defaults, because spawn_engine builds
+// SchedulerOptions from the config alone.
+
+#include "actors/config/config.hpp"
+#include "actors/engine/engine.hpp"
+#include "sim/catalogue.hpp"
+#include "sim/cost_model.hpp"
+#include "sim/memory_model.hpp"
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace actorlm::sim {
+
+struct SimShardModel;
+
+struct SimBackend {
+  ModelArch model;
+  Hardware hardware;
+  std::optional<Instance> instance;
+  Parallelism parallelism;
+  MemoryBreakdown memory;       // per GPU (layer split: the GPU with the fewest KV tokens)
+  engine::KvCapacity capacity;  // device blocks from the memory model, host blocks from
+                                // cache.swap_space, vocab_size
+  std::shared_ptr<const SimShardModel> shard_model;  // the cost model the shards share
+  engine::ShardFactory factory;                      // spawns sim shards
+  std::string describe() const;  // one paragraph: model, hardware, parallelism, memory
+};
+
+// The built-in catalogue, or the files named by sim.hardware_catalogue / sim.model_catalogue.
+// Throws CatalogueError.
+Catalogue catalogue_for(const config::Config&);
+
+// Throws std::invalid_argument with a user-facing message: unknown preset (listing the known
+// ones), unknown hardware or instance, more GPUs than the instance has, a model that does not
+// split over the GPUs or does not fit in them.
+SimBackend load_sim_backend(const config::Config&, const Catalogue&);
+SimBackend load_sim_backend(const config::Config&);  // with catalogue_for(config)
+
+}  // namespace actorlm::sim

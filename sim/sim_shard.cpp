@@ -1,0 +1,141 @@
+// The sim shard: per step, one pass over the sequences (their shape for the cost model and
+// their tokens), one response promise, one delayed message to itself. Nothing else allocates.
+#include "sim/sim_shard.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+namespace actorlm::sim {
+
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer: a bijection with good avalanche
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+constexpr std::uint32_t max_top_logprobs = 20;
+
+}  // namespace
+
+kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
+                      std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
+                      std::int32_t avoid) {
+  const std::uint64_t h =
+      mix(sim_seed ^ mix(request_seed ^ mix(request ^ mix((std::uint64_t{sample} << 40) ^ position))));
+  auto token = static_cast<std::uint32_t>(h % vocab_size);
+  if (avoid >= 0 && token == static_cast<std::uint32_t>(avoid) && vocab_size > 1)
+    token = (token + 1) % vocab_size;
+  return static_cast<kv::TokenId>(token);
+}
+
+StepShape step_shape(const shard::Step& step) {
+  StepShape s;
+  std::uint32_t longest = 1;
+  bool padded = false;
+  for (const auto& w : step.seqs) {
+    if (w.padding) {
+      padded = true;
+      continue;
+    }
+    if (w.tokens.empty()) continue;
+    const auto n = static_cast<std::uint32_t>(w.tokens.size());
+    longest = std::max(longest, w.first_position + n);
+    s.add(n, w.first_position + n, w.num_samples > 0);
+  }
+  if (padded)
+    for (const auto& w : step.seqs)
+      if (w.padding) s.add(1, longest, true);
+  s.swapped_blocks = static_cast<std::uint32_t>(step.swap_out.size() + step.swap_in.size());
+  s.copied_blocks = static_cast<std::uint32_t>(step.copies.size());
+  return s;
+}
+
+shard::StepResult simulate_step(const SimShardModel& m, const shard::Step& step) {
+  shard::StepResult r;
+  r.step_id = step.id;
+  const double seconds = m.cost.step_seconds(step_shape(step));
+  r.duration_ns = std::max<std::int64_t>(1, std::llround(seconds * 1e9));
+  std::size_t n = 0;
+  for (const auto& w : step.seqs)
+    if (!w.padding && !w.tokens.empty()) n += w.num_samples;
+  r.tokens.reserve(n);
+  const float logprob = -std::log(static_cast<float>(m.vocab_size));  // a uniform draw
+  for (const auto& w : step.seqs) {
+    if (w.padding || w.tokens.empty() || w.num_samples == 0) continue;
+    const std::uint64_t position = w.first_position + w.tokens.size();  // of the new token
+    for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
+      shard::SampledToken t{w.seq,
+                            sim_token(m.seed, w.sampling.seed, w.request, sample, position,
+                                      m.vocab_size, m.eos_token_id),
+                            logprob,
+                            {}};
+      if (w.sampling.logprobs) {
+        const std::uint32_t k = std::min({w.sampling.top_logprobs, max_top_logprobs, m.vocab_size});
+        for (std::uint32_t i = 0; i < k; ++i)
+          t.top.push_back({static_cast<kv::TokenId>((std::uint32_t(t.token) + i) % m.vocab_size), logprob});
+      }
+      r.tokens.push_back(std::move(t));
+    }
+  }
+  return r;
+}
+
+namespace {
+
+using sim_done_atom = caf::atom_constant<caf::atom("sim_done")>;
+
+using sim_shard_actor = caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
+                                         caf::reacts_to<sim_done_atom, std::uint64_t>>;
+
+struct SimShardState {
+  std::shared_ptr<const SimShardModel> model;
+  // Steps whose modelled time is running: a scheduler has one in flight; more are served too.
+  std::vector<std::pair<shard::StepResult, caf::typed_response_promise<shard::StepResult>>> pending;
+  static inline const char* name = "sim_shard";
+};
+
+sim_shard_actor::behavior_type sim_shard(sim_shard_actor::stateful_pointer<SimShardState> self,
+                                         std::uint32_t rank, std::shared_ptr<const SimShardModel> model) {
+  self->state.model = std::move(model);
+  return {
+      [self, rank](const shard::Step& step) -> caf::result<shard::StepResult> {
+        if (rank != 0) return shard::StepResult{step.id, {}, 0};
+        shard::StepResult r = simulate_step(*self->state.model, step);
+        const auto delay = std::chrono::nanoseconds(r.duration_ns);
+        auto rp = self->make_response_promise<shard::StepResult>();
+        self->state.pending.emplace_back(std::move(r), rp);
+        self->delayed_send(self, delay, sim_done_atom::value, step.id);
+        return rp;
+      },
+      [self](sim_done_atom, std::uint64_t id) {
+        auto& pending = self->state.pending;
+        auto it = std::find_if(pending.begin(), pending.end(),
+                               [id](const auto& p) { return p.first.step_id == id; });
+        if (it == pending.end()) return;
+        auto rp = std::move(it->second);
+        auto result = std::move(it->first);
+        pending.erase(it);
+        rp.deliver(std::move(result));
+      },
+  };
+}
+
+}  // namespace
+
+shard::shard_actor spawn_sim_shard(caf::actor_system& sys, std::uint32_t rank,
+                                   std::shared_ptr<const SimShardModel> model) {
+  return caf::actor_cast<shard::shard_actor>(sys.spawn(sim_shard, rank, std::move(model)));
+}
+
+}  // namespace actorlm::sim

@@ -1,0 +1,42 @@
+#pragma once
+// The sim backend's shard actor: a GPU that only keeps time. Rank 0 answers each Step after
+// the step's modelled duration of actor-clock time (virtual time on CAF's test coordinator,
+// wall time under the normal scheduler: a fake GPU server), with one deterministic token per
+// requested sample. Ranks above 0 accept every Step and do nothing: the scheduler sends each
+// step to every rank but awaits only rank 0.
+
+#include "actors/shard/shard_protocol.hpp"
+#include "sim/cost_model.hpp"
+
+#include <cstdint>
+#include <memory>
+
+namespace caf { class actor_system; }
+
+namespace actorlm::sim {
+
+// What every rank of one engine shares (immutable).
+struct SimShardModel {
+  CostModel cost;
+  std::uint32_t vocab_size = 0;
+  std::int32_t eos_token_id = -1;  // never sampled (< 0: none)
+  std::uint64_t seed = 0;          // sim.seed, mixed into every draw
+};
+
+shard::shard_actor spawn_sim_shard(caf::actor_system&, std::uint32_t rank,
+                                   std::shared_ptr<const SimShardModel>);
+
+// The step as the cost model sees it. A padding row (dynamic batching's finished member) costs
+// like one decode token attending to the longest context in the step, as in a padded batch.
+StepShape step_shape(const shard::Step&);
+
+// What rank 0 computes for a step: the sampled tokens and the modelled duration (>= 1 ns).
+shard::StepResult simulate_step(const SimShardModel&, const shard::Step&);
+
+// The token drawn for (seed, request, sample, position): a counter-based hash (splitmix64
+// finalizer) mod vocab_size, moved to the next id when it would be `avoid` (the stop token).
+kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
+                      std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
+                      std::int32_t avoid);
+
+}  // namespace actorlm::sim
