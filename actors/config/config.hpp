@@ -26,11 +26,13 @@ std::string_view to_string(SimParallelism);
 // [server]: the HTTP daemon (actorlm serve).
 struct ServerConfig {
   std::string host = "127.0.0.1";      // loopback unless asked otherwise
-  std::int64_t port = 8000;            // [1, 65535]
+  std::int64_t port = 8000;            // [0, 65535]; 0: any free port (logged at start-up)
   std::string api_key;                 // empty: no bearer token required
   std::int64_t max_body_bytes = 1 << 20;   // [1 KiB, 1 GiB]
   double drain_timeout_s = 30.0;       // [0, 3600]
   bool log_prompts = false;            // access log never holds prompt text unless set
+  std::int64_t threads = 512;          // [1, 65536]: HTTP worker threads = connections served at
+                                       // once (a streaming client holds one for its request)
   bool operator==(const ServerConfig&) const = default;
 };
 

@@ -40,11 +40,12 @@ bool is_host_port(std::string_view text) {
 
 void read_server(TableReader& r, ServerConfig& c) {
   r.non_empty_string("host", c.host, "a host name or address");
-  r.integer("port", c.port, {1, 65535});
+  r.integer("port", c.port, {0, 65535});
   r.string("api_key", c.api_key);
   r.integer("max_body_bytes", c.max_body_bytes, {1 << 10, 1 << 30});
   r.number("drain_timeout_s", c.drain_timeout_s, {0, 3600});
   r.boolean("log_prompts", c.log_prompts);
+  r.integer("threads", c.threads, {1, 65536});
 }
 
 void read_engine(TableReader& r, EngineConfig& c) {

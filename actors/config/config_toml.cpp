@@ -104,6 +104,7 @@ std::string to_toml(const Config& c) {
   w.entry("max_body_bytes", c.server.max_body_bytes);
   w.entry("drain_timeout_s", c.server.drain_timeout_s);
   w.entry("log_prompts", c.server.log_prompts);
+  w.entry("threads", c.server.threads);
 
   w.section("engine");
   w.entry("backend", to_string(c.engine.backend));

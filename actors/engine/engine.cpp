@@ -74,11 +74,29 @@ scheduler::EngineStats Engine::stats() {
   return out;
 }
 
+kv::KvStats Engine::kv_stats() {
+  kv::KvStats out;
+  caf::scoped_actor self{sys_};
+  self->request(actors_.block_manager, caf::infinite, kv::kv_stats_atom::value)
+      .receive([&](kv::KvStats& s) { out = s; },
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
+  return out;
+}
+
 std::vector<scheduler::StepRecord> Engine::take_step_records() {
   std::vector<scheduler::StepRecord> out;
   caf::scoped_actor self{sys_};
   self->request(actors_.scheduler, caf::infinite, scheduler::sched_records_atom::value)
       .receive([&](std::vector<scheduler::StepRecord>& r) { out = std::move(r); },
+               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
+  return out;
+}
+
+std::vector<scheduler::RequestRecord> Engine::take_request_records() {
+  std::vector<scheduler::RequestRecord> out;
+  caf::scoped_actor self{sys_};
+  self->request(actors_.scheduler, caf::infinite, scheduler::sched_requests_atom::value)
+      .receive([&](std::vector<scheduler::RequestRecord>& r) { out = std::move(r); },
                [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
   return out;
 }

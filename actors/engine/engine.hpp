@@ -51,7 +51,10 @@ class Engine {
   scheduler::SubmitStatus submit(scheduler::RequestSpec, scheduler::token_sink sink);
   bool abort(scheduler::RequestId);
   scheduler::EngineStats stats();
+  // The block manager's occupancy now (stats() reports it as of the last step).
+  kv::KvStats kv_stats();
   std::vector<scheduler::StepRecord> take_step_records();
+  std::vector<scheduler::RequestRecord> take_request_records();
   const EngineActors& actors() const { return actors_; }
 
  private:

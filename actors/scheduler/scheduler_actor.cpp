@@ -22,6 +22,7 @@ struct SchedulerState {
   bool tick_pending = false;  // a wake-up for the batching delay is scheduled
   kv::KvStats kv;
   std::uint64_t steps = 0;
+  std::vector<RequestRecord> finished;  // kept for sched_requests_atom, bounded
   static inline const char* name = "scheduler";
 };
 
@@ -49,7 +50,13 @@ void deliver(self_ptr self, const StepEvents& ev) {
   for (const auto& f : ev.finished)
     if (SinkBatch* b = batch_of(f.request)) b->finished.push_back(f);
   for (auto& [ptr, slot] : out) self->send(slot.first, std::move(slot.second));
-  for (const auto& rec : self->state.policy->take_finished_records()) sinks.erase(rec.id);
+  auto& kept = self->state.finished;
+  for (auto& rec : self->state.policy->take_finished_records()) {
+    sinks.erase(rec.id);
+    // Nobody may be reading the records (no metrics scrape): keep the newest ones only.
+    if (kept.size() >= 65536) kept.erase(kept.begin(), kept.begin() + 32768);
+    kept.push_back(std::move(rec));
+  }
 }
 
 void finish_step(self_ptr self, const shard::StepResult& result);
@@ -131,6 +138,11 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
         return EngineStats{self->state.policy->counts(), self->state.kv, self->state.steps};
       },
       [self](sched_records_atom) { return self->state.policy->take_step_records(); },
+      [self](sched_requests_atom) {
+        std::vector<RequestRecord> out;
+        out.swap(self->state.finished);
+        return out;
+      },
       [self](sched_tick_atom) {
         self->state.tick_pending = false;
         iterate(self);

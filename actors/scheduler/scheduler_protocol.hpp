@@ -17,6 +17,7 @@ using sched_abort_atom = caf::atom_constant<caf::atom("s_abort")>;
 using sched_stats_atom = caf::atom_constant<caf::atom("s_stats")>;
 using sched_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
 using sched_records_atom = caf::atom_constant<caf::atom("s_records")>;
+using sched_requests_atom = caf::atom_constant<caf::atom("s_requests")>;
 
 // What one step produced for the requests of one sink: their tokens in order, then the
 // samples that finished. A sink gets at most one batch per step (one message, however many of
@@ -39,12 +40,15 @@ struct EngineStats {
 // abort:  true when the request was known; its sink gets FinishEvent{abort} per sample.
 // stats:  queue lengths, KV occupancy after the last step, steps run.
 // records: drains the per-step records kept since the last call (metrics, benchmarks).
+// requests: drains the records of requests finished since the last call (the newest 65,536 at
+//          most are kept between calls).
 // tick:   internal (the dynamic regime's batching delay).
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<RequestSpec, token_sink>::with<SubmitStatus>,
     caf::replies_to<sched_abort_atom, RequestId>::with<bool>,
     caf::replies_to<sched_stats_atom>::with<EngineStats>,
     caf::replies_to<sched_records_atom>::with<std::vector<StepRecord>>,
+    caf::replies_to<sched_requests_atom>::with<std::vector<RequestRecord>>,
     caf::reacts_to<sched_tick_atom>>;
 
 template <class Inspector>
@@ -73,6 +77,12 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepRecord& x) {
   return f(caf::meta::type_name("StepRecord"), x.id, x.start, x.end, x.batch_size,
            x.prefill_tokens, x.decode_tokens, x.kv_used_blocks, x.kv_total_blocks, x.preemptions);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, RequestRecord& x) {
+  return f(caf::meta::type_name("RequestRecord"), x.id, x.prompt_tokens, x.n, x.arrival,
+           x.first_scheduled, x.first_token, x.finished, x.token_times, x.output_tokens, x.reasons,
+           x.preemptions);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {

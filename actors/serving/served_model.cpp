@@ -30,27 +30,32 @@ void register_engine_types(caf::actor_system_config& cfg) {
   shard::add_shard_types(cfg);
 }
 
-namespace {
-const config::Config& require_cpu(const config::Config& cfg) {
-  if (cfg.engine.backend != config::Backend::cpu)
-    throw std::invalid_argument("engine.backend = \"" + std::string(config::to_string(cfg.engine.backend)) +
-                                "\" cannot serve a model yet; only \"cpu\" can");
-  return cfg;
-}
-}  // namespace
-
 ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
-    : backend_(shard::load_cpu_backend(require_cpu(cfg))) {
-  model::Vocabulary vocab = load_vocabulary(backend_);
-  const std::string arch = backend_.spec.arch == kernels::cpu::Arch::llama ? "llama" : "falcon";
+    : max_model_len_(static_cast<std::uint32_t>(cfg.model.max_model_len)) {
+  engine::KvCapacity capacity;
+  engine::ShardFactory factory;
+  switch (cfg.engine.backend) {
+    case config::Backend::cpu: load_cpu(cfg); capacity = backend_->capacity; factory = backend_->factory; break;
+    case config::Backend::sim: load_sim(cfg, capacity, factory); break;
+    case config::Backend::cuda:
+      throw std::invalid_argument("engine.backend = \"cuda\" cannot serve a model yet; use \"cpu\" or \"sim\"");
+  }
+  vocab_size_ = capacity.vocab_size;
+  engine_ = std::make_unique<engine::Engine>(sys, cfg, capacity, factory);
+}
+
+void ServedModel::load_cpu(const config::Config& cfg) {
+  backend_.emplace(shard::load_cpu_backend(cfg));
+  model::Vocabulary vocab = load_vocabulary(*backend_);
+  const std::string arch = backend_->spec.arch == kernels::cpu::Arch::llama ? "llama" : "falcon";
   chat_format_ = model::select_chat_format(vocab.chat_template, arch);
-  default_system_ = model::default_system_message(vocab.chat_template);
+  const std::string system = model::default_system_message(vocab.chat_template);
   tokenizer_ = std::make_unique<model::Tokenizer>(std::move(vocab));
   // A model may pad its embeddings past the tokenizer (harmless: those ids have no text), but
   // a tokenizer larger than the model would feed it ids it has no embedding for.
-  if (tokenizer_->size() > static_cast<std::size_t>(backend_.spec.vocab))
-    throw std::invalid_argument(backend_.model_path + ": the tokenizer has " + std::to_string(tokenizer_->size()) +
-                                " tokens but the model's vocabulary only " + std::to_string(backend_.spec.vocab));
+  if (tokenizer_->size() > static_cast<std::size_t>(backend_->spec.vocab))
+    throw std::invalid_argument(backend_->model_path + ": the tokenizer has " + std::to_string(tokenizer_->size()) +
+                                " tokens but the model's vocabulary only " + std::to_string(backend_->spec.vocab));
   const auto& v = tokenizer_->vocabulary();
   if (v.eos >= 0) stop_tokens_.push_back(v.eos);
   for (std::size_t id = 0; id < v.tokens.size(); ++id) {
@@ -60,22 +65,30 @@ ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
         std::find(stop_tokens_.begin(), stop_tokens_.end(), id) == stop_tokens_.end())
       stop_tokens_.push_back(static_cast<model::Token>(id));
   }
-  engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, backend_.factory);
+  codec_ = make_tokenizer_codec(*tokenizer_, chat_format_, system);
+  description_ = backend_->model_path + " on the cpu backend, tensor parallel " +
+                 std::to_string(cfg.engine.tensor_parallel_degree) + ", KV cache " +
+                 std::to_string(std::uint64_t(backend_->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
+}
+
+const model::Tokenizer& ServedModel::tokenizer() const {
+  if (!tokenizer_) throw std::logic_error("ServedModel::tokenizer: this backend has no tokenizer");
+  return *tokenizer_;
+}
+
+const shard::CpuBackend& ServedModel::backend() const {
+  if (!backend_) throw std::logic_error("ServedModel::backend: not the cpu backend");
+  return *backend_;
 }
 
 ServedModel::~ServedModel() = default;
 
 std::vector<model::Token> ServedModel::chat_prompt(const std::vector<model::ChatMessage>& messages) const {
-  return tokenizer_->encode(model::render_chat(chat_format_, messages, true, default_system_), true);
+  return codec_->chat_prompt(messages);
 }
 
 std::vector<model::Token> ServedModel::raw_prompt(std::string_view text) const {
-  std::vector<model::Token> out;
-  const auto& v = tokenizer_->vocabulary();
-  if (v.add_bos && v.bos >= 0) out.push_back(v.bos);
-  const auto body = tokenizer_->encode(text, false);
-  out.insert(out.end(), body.begin(), body.end());
-  return out;
+  return codec_->raw_prompt(text);
 }
 
 scheduler::RequestSpec ServedModel::request(scheduler::RequestId id, std::vector<model::Token> prompt,

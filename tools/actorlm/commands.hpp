@@ -16,6 +16,7 @@ extern const std::string_view embedded_default_config;  // configs/default.toml,
 void add_config_command(CLI::App& app, int& exit_code);  // config check | config show
 void add_bench_command(CLI::App& app, int& exit_code);   // bench kv | scheduler | cpu
 void add_generate_command(CLI::App& app, int& exit_code);  // generate
+void add_serve_command(CLI::App& app, int& exit_code);     // serve
 
 // Loads FILE (empty: the embedded default); on errors prints them all to stderr, returns nullopt.
 std::optional<config::Config> load_config_or_report(const std::string& file);

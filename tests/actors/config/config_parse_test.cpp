@@ -218,7 +218,7 @@ BOOST_AUTO_TEST_CASE(reports_errors_in_file_order_with_exact_positions) {
 }
 
 BOOST_AUTO_TEST_CASE(reports_several_errors_at_once) {
-  const ParseResult result = parse_config("[server]\nport = 0\nhost = \"\"\n"
+  const ParseResult result = parse_config("[server]\nport = -1\nhost = \"\"\n"
                                           "[cache]\nblock_size = 24\nwatermark = 0.5\n"
                                           "[sim]\nclock = \"fast\"\n"
                                           "[cluster]\nworkers = [\"a:1\", \"node2\", 3]\n",

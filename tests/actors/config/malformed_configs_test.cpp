@@ -73,7 +73,7 @@ const std::vector<MalformedCase> cases = {
 
     // Ranges, one per ranged key.
     {"port_above_range", "[server]\nport = 70000\n", 2, 8, "server.port",
-     "expected an integer in [1, 65535], found 70000"},
+     "expected an integer in [0, 65535], found 70000"},
     {"max_body_bytes_below_range", "[server]\nmax_body_bytes = 100\n", 2, 18,
      "server.max_body_bytes", "expected an integer in [1024, 1073741824], found 100"},
     {"drain_timeout_negative", "[server]\ndrain_timeout_s = -1\n", 2, 19, "server.drain_timeout_s",

@@ -1,0 +1,268 @@
+#include "actors/http/http_server.hpp"
+
+#include "actors/http/completion_session.hpp"
+#include "actors/http/openai_response.hpp"
+#include "actors/http/server_metrics.hpp"
+#include "actors/serving/served_model.hpp"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <condition_variable>
+#include <thread>
+
+namespace actorlm::http {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kHeartbeat = std::chrono::milliseconds(200);  // idle time before probing the client
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status == 429) res.set_header("Retry-After", "1");
+  res.set_content(e.to_json(), "application/json");
+}
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(caf::actor_system& s, serving::ServedModel& m, const config::Config& c)
+      : sys(s), model(m), cfg(c), served_name(c.model.name),
+        response_name(m.codec().synthetic() ? c.model.name + "-synthetic" : c.model.name) {}
+
+  caf::actor_system& sys;
+  serving::ServedModel& model;
+  config::Config cfg;
+  std::string served_name, response_name;
+  httplib::Server svr;
+  std::atomic<bool> draining{false}, stopping{false};
+  std::atomic<std::size_t> in_flight{0};
+  std::atomic<std::uint64_t> engine_ids{1}, response_ids{1};
+  ServerMetrics metrics;
+  std::mutex pump_mu;  // one drain of the engine's records at a time
+  std::thread pump;
+  std::mutex pump_wait_mu;
+  std::condition_variable pump_cv;
+  bool pump_stop = false;
+
+  void pump_records() {
+    std::lock_guard lock(pump_mu);
+    metrics.record_requests(model.engine().take_request_records());
+    metrics.record_steps(model.engine().take_step_records());
+  }
+
+  void start_pump() {
+    pump = std::thread([this] {
+      std::unique_lock lock(pump_wait_mu);
+      while (!pump_cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return pump_stop; })) {
+        lock.unlock();
+        pump_records();
+        lock.lock();
+      }
+    });
+  }
+
+  void stop_pump() {
+    {
+      std::lock_guard lock(pump_wait_mu);
+      pump_stop = true;
+    }
+    pump_cv.notify_all();
+    if (pump.joinable()) pump.join();
+  }
+
+  // The common gate of the API endpoints: key, readiness. Empty when the request may go on.
+  std::optional<ApiError> gate(const httplib::Request& req) const {
+    if (!cfg.server.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + cfg.server.api_key)
+      return ApiError{401, "missing or wrong API key: send \"Authorization: Bearer <key>\"", "authentication_error", "",
+                      "invalid_api_key"};
+    if (draining || stopping)
+      return ApiError{503, "the server is shutting down and takes no new requests", "service_unavailable", "", "draining"};
+    return std::nullopt;
+  }
+
+  void routes() {
+    svr.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { complete(Endpoint::completions, q, r); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { complete(Endpoint::chat, q, r); });
+    svr.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
+      if (!cfg.server.api_key.empty() && q.get_header_value("Authorization") != "Bearer " + cfg.server.api_key)
+        return send_error(r, ApiError{401, "missing or wrong API key", "authentication_error", "", "invalid_api_key"});
+      nlohmann::json m{{"id", served_name}, {"object", "model"}, {"created", 0}, {"owned_by", "actorlm"},
+                       {"max_model_len", model.max_model_len()}};
+      r.set_content(nlohmann::json{{"object", "list"}, {"data", {m}}}.dump(), "application/json");
+    });
+    svr.Get("/health", [](const httplib::Request&, httplib::Response& r) { r.set_content("{\"status\":\"ok\"}", "application/json"); });
+    svr.Get("/ready", [this](const httplib::Request&, httplib::Response& r) {
+      const bool ready = !draining && !stopping;
+      r.status = ready ? 200 : 503;
+      r.set_content(ready ? "{\"ready\":true}" : "{\"ready\":false,\"reason\":\"draining\"}", "application/json");
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      pump_records();
+      const auto stats = model.engine().stats();
+      r.set_content(metrics.render(stats.counts, model.engine().kv_stats(), !draining && !stopping),
+                    "text/plain; version=0.0.4; charset=utf-8");
+    });
+    // Bodies for the errors httplib answers itself (unknown path, body too large...).
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& q, httplib::Response& r) {
+      if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (r.status == 404) send_error(r, ApiError{404, "no route for " + q.method + " " + q.path, "invalid_request_error", "", "not_found"});
+      else if (r.status == 413) send_error(r, ApiError{413, "the request body is larger than server.max_body_bytes", "invalid_request_error", "", "body_too_large"});
+      else send_error(r, ApiError{r.status, "HTTP error " + std::to_string(r.status), "invalid_request_error", "", ""});
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
+      std::string what = "unknown error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      spdlog::error("internal error: {}", what);
+      send_error(r, ApiError{500, "internal error: " + what, "server_error", "", "internal_error"});
+    });
+  }
+
+  void access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0, const CompletionRequest* req) {
+    metrics.record_http_status(status);
+    const double ttft = s && s->first_token() != Clock::time_point{} ? std::chrono::duration<double>(s->first_token() - t0).count() : -1;
+    std::string prompt;
+    if (cfg.server.log_prompts && req) {
+      for (const auto& p : req->prompts) prompt += p.is_tokens ? "<" + std::to_string(p.tokens.size()) + " token ids>" : p.text;
+      for (const auto& m : req->messages) prompt += "[" + m.role + "] " + m.content + " ";
+      prompt = " prompt=" + nlohmann::json(prompt).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    }
+    spdlog::info("{} status={} prompt_tokens={} output_tokens={} ttft={:.3f}s total={:.3f}s{}", id, status,
+                 s ? s->prompt_tokens() : 0, s ? s->completion_tokens() : 0, ttft, since(t0), prompt);
+  }
+
+  void complete(Endpoint ep, const httplib::Request& q, httplib::Response& res);
+};
+
+void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib::Response& res) {
+  const auto t0 = Clock::now();
+  const std::string id = (ep == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(response_ids.fetch_add(1));
+  auto refuse = [&](const ApiError& e, const CompletionRequest* req = nullptr) {
+    send_error(res, e);
+    access_log(id, e.status, nullptr, t0, req);
+  };
+  if (auto e = gate(q)) return refuse(*e);
+  auto parsed = parse_request(ep, q.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
+  auto& req = std::get<CompletionRequest>(parsed);
+  if (req.model != served_name && req.model != response_name)
+    return refuse(ApiError{404, "model: \"" + req.model + "\" is not served here; this server serves \"" + served_name + "\"",
+                           "invalid_request_error", "model", "model_not_found"}, &req);
+  auto session = std::make_shared<CompletionSession>(sys, model, std::move(req), engine_ids);
+  if (auto e = session->start()) return refuse(*e, &session->request());
+
+  ++in_flight;
+  const ResponseMeta meta{ep, id, std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+                          response_name};
+  const bool stream = session->request().stream;
+  auto provider = [this, session, meta, stream, t0](std::size_t, httplib::DataSink& sink) {
+    const auto& r = session->request();
+    auto last_write = Clock::now();
+    auto write = [&](const std::string& s) {
+      last_write = Clock::now();
+      return sink.write(s.data(), s.size());
+    };
+    // A client that left is found by writing to it: an SSE comment, or JSON's leading blank.
+    auto alive = [&] {
+      if (stopping) return false;
+      if (Clock::now() - last_write < kHeartbeat) return true;
+      return write(stream ? std::string(": keep-alive\n\n") : std::string(" "));
+    };
+    std::vector<ChoiceResult> results(session->choices());
+    std::vector<bool> opened(session->choices(), false);
+    auto emit = [&](const ChoiceDelta& d) {
+      if (stopping) return false;
+      if (!stream) {
+        auto& c = results[d.index];
+        c.text += d.text;
+        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.finish_reason) c.finish_reason = *d.finish_reason;
+        return alive();
+      }
+      if (r.endpoint == Endpoint::chat && !opened[d.index]) {
+        opened[d.index] = true;
+        if (!write("data: " + chunk_json(meta, d, r.logprobs, r.include_usage, true) + "\n\n")) return false;
+      }
+      return write("data: " + chunk_json(meta, d, r.logprobs, r.include_usage) + "\n\n");
+    };
+    const bool ok = session->run(emit, alive);
+    int status = 200;
+    if (ok) {
+      const Usage usage{session->prompt_tokens(), session->completion_tokens()};
+      if (stream) {
+        if (r.include_usage) write("data: " + usage_chunk_json(meta, usage) + "\n\n");
+        write("data: [DONE]\n\n");
+      } else {
+        write(completion_json(meta, results, r.logprobs, usage));
+      }
+    } else if (!session->failure().empty()) {
+      // Headers are out (200): the error goes in the body, as OpenAI's streams do.
+      status = 500;
+      const ApiError e{500, session->failure(), "server_error", "", "engine_failure"};
+      write(stream ? "data: " + e.to_json() + "\n\n" : e.to_json());
+      spdlog::error("{}: {}", meta.id, session->failure());
+    } else {
+      status = 499;  // the client closed the connection (nginx's convention)
+    }
+    sink.done();
+    access_log(meta.id, status, session.get(), t0, &r);
+    return true;
+  };
+  res.set_chunked_content_provider(stream ? "text/event-stream" : "application/json", provider,
+                                   [this](bool) { --in_flight; });
+  if (stream) res.set_header("Cache-Control", "no-cache");
+}
+
+HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, const config::Config& cfg)
+    : impl_(std::make_unique<Impl>(sys, model, cfg)) {
+  auto& s = impl_->svr;
+  const auto threads = static_cast<std::size_t>(cfg.server.threads);
+  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.set_payload_max_length(static_cast<std::size_t>(cfg.server.max_body_bytes));
+  s.set_keep_alive_timeout(5);
+  s.set_write_timeout(30);
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  impl_->stop_pump();
+}
+
+int HttpServer::bind() {
+  auto& s = impl_->svr;
+  const auto& c = impl_->cfg.server;
+  int port = static_cast<int>(c.port);
+  if (port == 0) port = s.bind_to_any_port(c.host);
+  else if (!s.bind_to_port(c.host, port)) port = -1;
+  if (port <= 0)
+    throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
+                             " (address in use, or not an address of this machine?)");
+  return port;
+}
+
+void HttpServer::serve() {
+  impl_->start_pump();
+  impl_->svr.listen_after_bind();
+}
+
+void HttpServer::begin_drain() { impl_->draining = true; }
+
+std::size_t HttpServer::in_flight() const { return impl_->in_flight; }
+
+void HttpServer::stop() {
+  impl_->stopping = true;
+  if (impl_->svr.is_running()) impl_->svr.stop();
+}
+
+}  // namespace actorlm::http

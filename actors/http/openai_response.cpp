@@ -1,0 +1,103 @@
+#include "actors/http/openai_response.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace actorlm::http {
+
+using nlohmann::json;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json bytes_of(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back(int(c));
+  return a;
+}
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}.
+json completion_logprobs(const std::vector<TokenLogprob>& lps, std::size_t offset) {
+  json tokens = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
+  for (const auto& lp : lps) {
+    tokens.push_back(lp.token);
+    logprobs.push_back(lp.logprob);
+    json top = json::object();
+    for (const auto& [t, l] : lp.top) top[t] = l;
+    tops.push_back(lp.top.empty() ? json(nullptr) : top);
+    offsets.push_back(offset);
+    offset += lp.token.size();
+  }
+  return {{"tokens", tokens}, {"token_logprobs", logprobs}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+json chat_logprobs(const std::vector<TokenLogprob>& lps) {
+  json content = json::array();
+  for (const auto& lp : lps) {
+    json top = json::array();
+    for (const auto& [t, l] : lp.top) top.push_back({{"token", t}, {"logprob", l}, {"bytes", bytes_of(t)}});
+    content.push_back({{"token", lp.token}, {"logprob", lp.logprob}, {"bytes", bytes_of(lp.token)}, {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json usage_json(Usage u) {
+  return {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json envelope(const ResponseMeta& m, const char* object) {
+  return {{"id", m.id}, {"object", object}, {"created", m.created}, {"model", m.model}};
+}
+
+}  // namespace
+
+std::string completion_json(const ResponseMeta& m, const std::vector<ChoiceResult>& choices, bool logprobs, Usage u) {
+  const bool chat = m.endpoint == Endpoint::chat;
+  json out = envelope(m, chat ? "chat.completion" : "text_completion");
+  json list = json::array();
+  for (std::size_t i = 0; i < choices.size(); ++i) {
+    const auto& c = choices[i];
+    json choice{{"index", i}, {"finish_reason", c.finish_reason}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      choice["logprobs"] = logprobs ? chat_logprobs(c.logprobs) : json(nullptr);
+    } else {
+      choice["text"] = c.text;
+      choice["logprobs"] = logprobs ? completion_logprobs(c.logprobs, 0) : json(nullptr);
+    }
+    list.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(list);
+  out["usage"] = usage_json(u);
+  return dump(out);
+}
+
+std::string chunk_json(const ResponseMeta& m, const ChoiceDelta& d, bool logprobs, bool include_usage, bool role_chunk) {
+  const bool chat = m.endpoint == Endpoint::chat;
+  json out = envelope(m, chat ? "chat.completion.chunk" : "text_completion");
+  json choice{{"index", d.index}};
+  if (chat) {
+    if (role_chunk) choice["delta"] = {{"role", "assistant"}, {"content", ""}};
+    else if (d.text.empty() && d.finish_reason) choice["delta"] = json::object();
+    else choice["delta"] = {{"content", d.text}};
+    choice["logprobs"] = logprobs && !role_chunk ? chat_logprobs(d.logprobs) : json(nullptr);
+  } else {
+    choice["text"] = d.text;
+    choice["logprobs"] = logprobs ? completion_logprobs(d.logprobs, 0) : json(nullptr);
+  }
+  choice["finish_reason"] = d.finish_reason && !role_chunk ? json(*d.finish_reason) : json(nullptr);
+  out["choices"] = json::array({choice});
+  if (include_usage) out["usage"] = nullptr;
+  return dump(out);
+}
+
+std::string usage_chunk_json(const ResponseMeta& m, Usage u) {
+  json out = envelope(m, m.endpoint == Endpoint::chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = usage_json(u);
+  return dump(out);
+}
+
+}  // namespace actorlm::http

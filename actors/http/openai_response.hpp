@@ -1,0 +1,39 @@
+#pragma once
+// OpenAI's response bodies: a whole completion (non-streaming), and the chunks of a stream
+// (Server-Sent Events data). Text is UTF-8; a token's bytes that are not valid UTF-8 on
+// their own (logprobs) are written with U+FFFD, and chat logprobs carry the exact bytes.
+
+#include "actors/http/completion_session.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace actorlm::http {
+
+struct ResponseMeta {
+  Endpoint endpoint = Endpoint::completions;
+  std::string id;       // "cmpl-..." or "chatcmpl-..."
+  std::int64_t created = 0;  // Unix seconds
+  std::string model;
+};
+
+// One choice of a non-streaming response, gathered from its deltas.
+struct ChoiceResult {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;
+};
+
+struct Usage {
+  std::uint64_t prompt_tokens = 0, completion_tokens = 0;
+};
+
+std::string completion_json(const ResponseMeta&, const std::vector<ChoiceResult>&, bool logprobs, Usage);
+// A stream chunk for one choice's delta. Chat streams open each choice with a chunk whose
+// delta carries the role: pass `role_chunk` for it (its text is ignored).
+std::string chunk_json(const ResponseMeta&, const ChoiceDelta&, bool logprobs, bool include_usage, bool role_chunk = false);
+// The last chunk when stream_options.include_usage is set: no choices, the usage.
+std::string usage_chunk_json(const ResponseMeta&, Usage);
+
+}  // namespace actorlm::http

@@ -1,0 +1,127 @@
+#include "actors/serving/text_codec.hpp"
+
+#include <array>
+
+namespace actorlm::serving {
+
+namespace {
+
+class TokenizerDetokenizer final : public Detokenizer {
+ public:
+  explicit TokenizerDetokenizer(const model::Tokenizer& t) : tok_(t), detok_(t) {}
+  std::string push(Token t) override {
+    // A model may pad its embeddings past the tokenizer: such ids have no text.
+    if (t < 0 || static_cast<std::size_t>(t) >= tok_.size() || tok_.is_special(t)) return {};
+    return detok_.push(t);
+  }
+  std::string flush() override { return detok_.flush(); }
+
+ private:
+  const model::Tokenizer& tok_;
+  model::IncrementalDetokenizer detok_;
+};
+
+class TokenizerCodec final : public TextCodec {
+ public:
+  TokenizerCodec(const model::Tokenizer& t, model::ChatFormat f, std::string system)
+      : tok_(t), format_(f), system_(std::move(system)) {}
+  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const override {
+    return tok_.encode(model::render_chat(format_, m, true, system_), true);
+  }
+  std::vector<Token> raw_prompt(std::string_view text) const override {
+    std::vector<Token> out;
+    const auto& v = tok_.vocabulary();
+    if (v.add_bos && v.bos >= 0) out.push_back(v.bos);
+    const auto body = tok_.encode(text, false);
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  }
+  std::unique_ptr<Detokenizer> detokenizer() const override {
+    return std::make_unique<TokenizerDetokenizer>(tok_);
+  }
+  std::string token_text(Token t) const override {
+    if (t < 0 || static_cast<std::size_t>(t) >= tok_.size()) return {};
+    return std::string(tok_.token_bytes(t));
+  }
+  std::uint32_t size() const override { return static_cast<std::uint32_t>(tok_.size()); }
+
+ private:
+  const model::Tokenizer& tok_;
+  model::ChatFormat format_;
+  std::string system_;
+};
+
+// Words shown for synthetic token ids (id modulo the list's length).
+constexpr std::array<std::string_view, 32> kWords = {
+    "the", "model", "of", "a", "simulated", "token", "stream", "and", "time", "is",
+    "GPU", "batch", "cache", "to", "in", "request", "for", "step", "memory", "with",
+    "block", "on", "latency", "rank", "that", "prefill", "decode", "as", "by", "queue",
+    "page", "server"};
+
+std::uint64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+class SyntheticDetokenizer final : public Detokenizer {
+ public:
+  std::string push(Token t) override {
+    return " " + std::string(kWords[static_cast<std::size_t>(t) % kWords.size()]);
+  }
+  std::string flush() override { return {}; }
+};
+
+class SyntheticCodec final : public TextCodec {
+ public:
+  explicit SyntheticCodec(std::uint32_t vocab) : vocab_(vocab) {}
+  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const override {
+    std::vector<Token> out;
+    for (const auto& msg : m) {
+      out.push_back(id_of("<|" + msg.role + "|>"));  // one token per turn marker, as chat formats have
+      encode(msg.content, out);
+    }
+    out.push_back(id_of("<|assistant|>"));
+    return out;
+  }
+  std::vector<Token> raw_prompt(std::string_view text) const override {
+    std::vector<Token> out;
+    encode(text, out);
+    return out;
+  }
+  std::unique_ptr<Detokenizer> detokenizer() const override {
+    return std::make_unique<SyntheticDetokenizer>();
+  }
+  std::string token_text(Token t) const override { return SyntheticDetokenizer().push(t); }
+  std::uint32_t size() const override { return vocab_; }
+  bool synthetic() const override { return true; }
+
+ private:
+  Token id_of(std::string_view piece) const { return static_cast<Token>(fnv1a(piece) % vocab_); }
+  // Whitespace-separated words, each cut into pieces of at most 4 bytes (BPE vocabularies of
+  // 32k-128k tokens average about 4 bytes of English per token).
+  void encode(std::string_view text, std::vector<Token>& out) const {
+    std::size_t i = 0;
+    while (i < text.size()) {
+      while (i < text.size() && (text[i] == ' ' || text[i] == '\n' || text[i] == '\t')) ++i;
+      std::size_t j = i;
+      while (j < text.size() && text[j] != ' ' && text[j] != '\n' && text[j] != '\t') ++j;
+      for (std::size_t k = i; k < j; k += 4) out.push_back(id_of(text.substr(k, std::min<std::size_t>(4, j - k))));
+      i = j;
+    }
+  }
+  std::uint32_t vocab_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextCodec> make_tokenizer_codec(const model::Tokenizer& t, model::ChatFormat f,
+                                                std::string default_system) {
+  return std::make_unique<TokenizerCodec>(t, f, std::move(default_system));
+}
+
+std::unique_ptr<TextCodec> make_synthetic_codec(std::uint32_t vocab_size) {
+  return std::make_unique<SyntheticCodec>(vocab_size);
+}
+
+}  // namespace actorlm::serving

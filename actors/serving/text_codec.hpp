@@ -1,0 +1,51 @@
+#pragma once
+// Text <-> tokens for a served model, whatever the backend: the model's own tokenizer (cpu,
+// cuda), or a synthetic one (sim: no weights and no tokenizer, so token counts are estimated
+// and generated text is made-up words, labelled synthetic by the front end).
+
+#include "model/tokenizer/chat_template.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace actorlm::serving {
+
+using model::Token;
+
+// Streams one sample's tokens into text: whole UTF-8 characters only; special tokens
+// (end-of-turn...) produce no text.
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::string push(Token) = 0;
+  virtual std::string flush() = 0;
+};
+
+class TextCodec {
+ public:
+  virtual ~TextCodec() = default;
+  // The messages rendered in the model's chat format, the assistant's turn opened.
+  virtual std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>&) const = 0;
+  // Plain text to complete (with the beginning-of-sequence token when the model wants one).
+  virtual std::vector<Token> raw_prompt(std::string_view text) const = 0;
+  virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
+  // One token's text for logprobs (its bytes; may be a partial character).
+  virtual std::string token_text(Token) const = 0;
+  // Token ids a prompt may hold: [0, size()).
+  virtual std::uint32_t size() const = 0;
+  virtual bool synthetic() const { return false; }
+};
+
+// The model's tokenizer and chat format.
+std::unique_ptr<TextCodec> make_tokenizer_codec(const model::Tokenizer&, model::ChatFormat,
+                                                std::string default_system);
+
+// For the sim backend: about one token per 4 bytes of text (words split into 4-byte pieces,
+// each hashed to an id below vocab_size), and generated ids shown as words of a fixed list.
+std::unique_ptr<TextCodec> make_synthetic_codec(std::uint32_t vocab_size);
+
+}  // namespace actorlm::serving

@@ -1,0 +1,109 @@
+// actorlm serve: the daemon. Loads the configured model (the embedded default config: the cpu
+// backend with the default model), serves the OpenAI-compatible API, and drains on SIGTERM or
+// SIGINT: readiness off, new requests refused with 503, requests in flight finished (up to
+// server.drain_timeout_s), exit 0. A second signal exits at once.
+#include "actors/http/http_server.hpp"
+#include "actors/serving/served_model.hpp"
+#include "actors/config/config.hpp"
+#include "tools/actorlm/commands.hpp"
+
+#include <CLI/CLI.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace actorlm::tools {
+
+namespace {
+
+struct ServeOptions {
+  std::string config_file, host, model;
+  std::int64_t port = -1;
+};
+
+// Waits for SIGTERM/SIGINT (blocked in every thread, so only this one sees them) and drains.
+void watch_signals(const sigset_t& set, http::HttpServer& server, double drain_timeout_s, const std::atomic<bool>& done) {
+  const timespec tick{0, 50'000'000};
+  int sig = -1;
+  while (!done && (sig = sigtimedwait(&set, nullptr, &tick)) < 0) {}
+  if (done) return;
+  spdlog::info("{}: draining: no new requests, {} in flight get up to {:.0f} s to finish (signal again to exit now)",
+               strsignal(sig), server.in_flight(), drain_timeout_s);
+  server.begin_drain();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_timeout_s);
+  while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (int again = sigtimedwait(&set, nullptr, &tick); again > 0) {
+      spdlog::warn("{} again: exiting now with {} requests in flight", strsignal(again), server.in_flight());
+      std::fflush(nullptr);
+      _exit(128 + again);
+    }
+  }
+  if (server.in_flight() > 0) spdlog::warn("drain timeout: aborting {} requests in flight", server.in_flight());
+  server.stop();
+}
+
+int run_serve(const ServeOptions& o) {
+  auto cfg = load_config_or_report(o.config_file);
+  if (!cfg) return 1;
+  if (!o.host.empty()) cfg->server.host = o.host;
+  if (o.port >= 0) cfg->server.port = o.port;
+  if (!o.model.empty()) cfg->model.path = o.model;
+
+  // Signals go to the watcher thread only; a client that hangs up must not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  try {
+    caf::actor_system_config sys_cfg;
+    serving::register_engine_types(sys_cfg);
+    caf::actor_system sys{sys_cfg};
+    spdlog::info("loading model '{}' ({} backend)...", cfg->model.name, config::to_string(cfg->engine.backend));
+    serving::ServedModel model(sys, *cfg);
+    spdlog::info("serving {}", model.description());
+    http::HttpServer server(sys, model, *cfg);
+    const int port = server.bind();
+    const std::string base = "http://" + cfg->server.host + ":" + std::to_string(port);
+    spdlog::info("listening on {} (OpenAI API under /v1; /health, /ready, /metrics)", base);
+    spdlog::info("try: curl {}/v1/chat/completions -H 'Content-Type: application/json'{} -d '{{\"model\": \"{}\", "
+                 "\"messages\": [{{\"role\": \"user\", \"content\": \"What is the capital of France?\"}}]}}'",
+                 base, cfg->server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", cfg->model.name);
+    std::atomic<bool> done{false};
+    std::thread watcher(watch_signals, std::cref(set), std::ref(server), cfg->server.drain_timeout_s, std::cref(done));
+    server.serve();
+    done = true;
+    watcher.join();
+    spdlog::info("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "serve: " << e.what() << '\n';
+    return 1;
+  }
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app, int& exit_code) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* s = app.add_subcommand(
+      "serve", "Serve the OpenAI-compatible HTTP API (the built-in config: the cpu backend with the default model "
+               "on 127.0.0.1:8000)");
+  s->add_option("--config", o->config_file, "TOML config (default: the built-in configs/default.toml)");
+  s->add_option("--host", o->host, "Address to listen on (overrides server.host)");
+  s->add_option("--port", o->port, "Port to listen on, 0 for any free port (overrides server.port)")
+      ->check(CLI::Range(0, 65535));
+  s->add_option("--model", o->model, "GGUF file or HF safetensors folder (overrides model.path)");
+  s->callback([o, &exit_code] { exit_code = run_serve(*o); });
+}
+
+}  // namespace actorlm::tools
