@@ -104,7 +104,7 @@ class Catalogue {
   const RuntimeOverheads& runtime() const { return runtime_; }
 
  private:
-  std::vector<Hardware> hardware_;    // file order
+  std::vector<Hardware> hardware_;    // sorted by key (toml++ tables are)
   std::vector<Instance> instances_;
   std::vector<ModelArch> models_;
   RuntimeOverheads runtime_;
