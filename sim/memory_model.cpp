@@ -98,16 +98,17 @@ std::string fixed(double v, int digits = 2) {
 
 }  // namespace
 
-MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const RuntimeOverheads& rt,
-                            Parallelism p, const MemoryOptions& o) {
+std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelArch& m, const Hardware& hw,
+                                                 const RuntimeOverheads& rt, Parallelism p,
+                                                 const MemoryOptions& o) {
   if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
   if (p.kind == ParallelKind::layers && p.degree > m.layers)
     throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
                                 " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
   if (o.block_size == 0) throw std::invalid_argument("block size 0");
   const std::uint32_t gpus = p.kind == ParallelKind::tensor ? 1 : p.degree;  // distinct GPU plans
-  MemoryBreakdown best;
-  bool have = false;
+  std::vector<MemoryBreakdown> all;
+  std::uint32_t blocks = 0xffffffffu;  // what every GPU can hold: the block manager's count
   for (std::uint32_t g = 0; g < gpus; ++g) {
     const GpuPlan plan = plan_gpu(m, p, g, o);
     MemoryBreakdown b;
@@ -144,11 +145,16 @@ MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const Runtim
                          ? static_cast<std::uint32_t>(std::min(std::floor(left / b.block_bytes), 4.0e9))
                          : 0;
     }
-    b.kv_bytes = b.num_blocks * b.block_bytes;
-    b.spare_bytes = b.usable_bytes - fixed_bytes - b.kv_bytes;
-    if (!have || b.num_blocks < best.num_blocks) best = b;
-    have = true;
+    blocks = std::min(blocks, b.num_blocks);
+    all.push_back(b);
   }
+  for (MemoryBreakdown& b : all) {
+    b.num_blocks = blocks;
+    b.kv_bytes = b.num_blocks * b.block_bytes;
+    b.spare_bytes = b.usable_bytes - b.weights_bytes - b.activation_bytes - b.overhead_bytes() - b.kv_bytes;
+  }
+  const MemoryBreakdown& best = *std::min_element(
+      all.begin(), all.end(), [](const auto& x, const auto& y) { return x.spare_bytes < y.spare_bytes; });
   if (best.kv_tokens() < o.max_model_len) {
     throw std::invalid_argument(
         label(p) + ": " + m.name + " on " + hw.name + " leaves room for KV of " +
@@ -157,14 +163,21 @@ MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const Runtim
         " GB and overhead " + fixed(best.overhead_bytes() / gb) + " GB), less than one sequence of "
         "model.max_model_len = " + std::to_string(o.max_model_len) + " tokens");
   }
-  return best;
+  return all;
+}
+
+MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const RuntimeOverheads& rt,
+                            Parallelism p, const MemoryOptions& o) {
+  const auto all = plan_memory_per_gpu(m, hw, rt, p, o);
+  return *std::min_element(all.begin(), all.end(),
+                           [](const auto& x, const auto& y) { return x.spare_bytes < y.spare_bytes; });
 }
 
 std::string describe_memory(const MemoryBreakdown& b, const ModelArch& m, const Hardware& hw) {
   std::string s = label(b.parallelism) + ": ";
   if (b.parallelism.kind == ParallelKind::layers)
     s += "GPU " + std::to_string(b.gpu) + " (" + std::to_string(b.layers) + " of " +
-         std::to_string(m.layers) + " layers, the fewest KV tokens): ";
+         std::to_string(m.layers) + " layers): ";
   s += "weights " + fixed(b.weights_bytes / gb) + " GB of " + fixed(b.device_bytes / gb) + " GB (" +
        hw.name + ", " + fixed(b.usable_bytes / gb) + " GB usable), activations " +
        fixed(b.activation_bytes / gb) + " GB, CUDA context + framework " +

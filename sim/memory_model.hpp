@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace actorlm::sim {
 
@@ -50,7 +51,7 @@ struct MemoryOptions {
 // One GPU's memory. usable = weights + activations + cuda_context + framework + comm + kv + spare.
 struct MemoryBreakdown {
   Parallelism parallelism;
-  std::uint32_t gpu = 0;          // which GPU (layer split: the one with the fewest KV tokens)
+  std::uint32_t gpu = 0;          // which GPU (tensor parallel: all alike, reported as 0)
   std::uint32_t layers = 0;       // decoder layers whose weights and KV live here
   double device_bytes = 0;        // bytes: the whole device
   double usable_bytes = 0;        // bytes: device x gpu_memory_utilization
@@ -71,8 +72,15 @@ struct MemoryBreakdown {
   double overhead_bytes() const { return cuda_context_bytes + framework_bytes + comm_bytes; }
 };
 
-// Throws std::invalid_argument, saying what is needed and what there is, when the model does
-// not fit (weights, workspace and overhead above the budget, or no room for one sequence).
+// Every GPU's memory (tensor parallel: one entry, the GPUs are alike; layer split: one per
+// GPU). All GPUs get the same number of blocks, what the tightest one holds, as one block
+// manager serves them all. Throws std::invalid_argument, saying what is needed and what there
+// is, when the model does not fit (weights, workspace and overhead above the budget, or no
+// room for one sequence).
+std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelArch&, const Hardware&,
+                                                 const RuntimeOverheads&, Parallelism,
+                                                 const MemoryOptions&);
+// The binding GPU of plan_memory_per_gpu: the one with the least memory to spare.
 MemoryBreakdown plan_memory(const ModelArch&, const Hardware&, const RuntimeOverheads&,
                             Parallelism, const MemoryOptions&);
 

@@ -2,6 +2,7 @@
 
 #include "sim/sim_shard.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -62,7 +63,9 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   mo.max_model_len = static_cast<std::uint32_t>(cfg.model.max_model_len);
   mo.num_gpu_blocks_override = static_cast<std::uint32_t>(
       std::min<std::int64_t>(cfg.cache.num_gpu_blocks_override, 0xffffffff));
-  b.memory = plan_memory(b.model, b.hardware, cat.runtime(), b.parallelism, mo);
+  b.memory_per_gpu = plan_memory_per_gpu(b.model, b.hardware, cat.runtime(), b.parallelism, mo);
+  b.memory = *std::min_element(b.memory_per_gpu.begin(), b.memory_per_gpu.end(),
+                               [](const auto& x, const auto& y) { return x.spare_bytes < y.spare_bytes; });
 
   b.capacity.device_blocks = b.memory.num_blocks;
   b.capacity.host_blocks = static_cast<std::uint32_t>(

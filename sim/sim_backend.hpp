@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace actorlm::sim {
 
@@ -31,7 +32,8 @@ struct SimBackend {
   Hardware hardware;
   std::optional<Instance> instance;
   Parallelism parallelism;
-  MemoryBreakdown memory;       // per GPU (layer split: the GPU with the fewest KV tokens)
+  MemoryBreakdown memory;       // per GPU (layer split: the GPU with the least memory to spare)
+  std::vector<MemoryBreakdown> memory_per_gpu;  // layer split: every GPU; tensor: one, all alike
   engine::KvCapacity capacity;  // device blocks from the memory model, host blocks from
                                 // cache.swap_space, vocab_size
   std::shared_ptr<const SimShardModel> shard_model;  // the cost model the shards share

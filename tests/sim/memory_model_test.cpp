@@ -136,6 +136,29 @@ BOOST_AUTO_TEST_CASE(a_layer_split_puts_a_slice_of_layers_and_their_kv_on_each_g
   BOOST_TEST(layers_on_gpu(m, 7, 6) == 8u);
 }
 
+BOOST_AUTO_TEST_CASE(every_gpu_of_a_layer_split_gets_the_same_blocks_and_its_own_breakdown) {
+  MemoryOptions o = djl_options();
+  o.gpu_memory_utilization = 1.0;
+  const ModelArch& m = cat().model("falcon-40b");
+  const auto all = plan_memory_per_gpu(m, cat().hardware("a10g"), cat().runtime(), {ParallelKind::layers, 8}, o);
+  BOOST_TEST_REQUIRE(all.size() == 8u);
+  std::uint32_t layers = 0;
+  for (const MemoryBreakdown& b : all) {
+    BOOST_TEST_MESSAGE(describe_memory(b, m, cat().hardware("a10g")));
+    layers += b.layers;
+    BOOST_TEST(b.num_blocks == all[0].num_blocks);
+    BOOST_TEST(b.spare_bytes >= 0);
+    const double sum = b.weights_bytes + b.activation_bytes + b.overhead_bytes() + b.kv_bytes + b.spare_bytes;
+    BOOST_TEST(std::fabs(sum - b.usable_bytes) <= 1e-6 * b.usable_bytes);
+  }
+  BOOST_TEST(layers == 60u);
+  BOOST_TEST(all[0].layers == 8u);  // 60 = 4 x 8 + 4 x 7
+  BOOST_TEST(all[7].layers == 7u);
+  const MemoryBreakdown tightest = plan_memory(m, cat().hardware("a10g"), cat().runtime(), {ParallelKind::layers, 8}, o);
+  for (const MemoryBreakdown& b : all) BOOST_TEST(b.spare_bytes >= tightest.spare_bytes);
+  BOOST_TEST(tightest.spare_bytes < tightest.block_bytes);
+}
+
 BOOST_AUTO_TEST_CASE(more_memory_utilization_never_gives_fewer_blocks) {
   std::uint32_t last = 0;
   for (double u = 0.90; u <= 1.0; u += 0.01) {
