@@ -10,6 +10,8 @@
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
+
+#include <sys/socket.h>
 #include <thread>
 
 namespace actorlm::http {
@@ -41,6 +43,7 @@ struct HttpServer::Impl {
   httplib::Server svr;
   std::atomic<bool> draining{false}, stopping{false};
   std::atomic<std::size_t> in_flight{0};
+  int listen_fd = -1;
   std::atomic<std::uint64_t> engine_ids{1}, response_ids{1};
   ServerMetrics metrics;
   std::mutex pump_mu;  // one drain of the engine's records at a time
@@ -230,6 +233,14 @@ HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, cons
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_payload_max_length(static_cast<std::size_t>(cfg.server.max_body_bytes));
   s.set_keep_alive_timeout(5);
+  // httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once overflows
+  // it, their requests are dropped and retransmitted, and httplib closes a connection whose
+  // request has not arrived 5 s after accept. Keep the socket to raise the backlog after bind.
+  s.set_socket_options([this](int fd) {
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // restart without TIME_WAIT trouble
+    impl_->listen_fd = fd;
+  });
   s.set_write_timeout(30);
   impl_->routes();
 }
@@ -248,6 +259,7 @@ int HttpServer::bind() {
   if (port <= 0)
     throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
                              " (address in use, or not an address of this machine?)");
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
   return port;
 }
 

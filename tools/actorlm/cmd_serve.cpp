@@ -17,7 +17,7 @@
 #include <iostream>
 #include <thread>
 
-#include <pthread.h>
+#include <poll.h>
 #include <unistd.h>
 
 namespace actorlm::tools {
@@ -29,20 +29,36 @@ struct ServeOptions {
   std::int64_t port = -1;
 };
 
-// Waits for SIGTERM/SIGINT (blocked in every thread, so only this one sees them) and drains.
-void watch_signals(const sigset_t& set, http::HttpServer& server, double drain_timeout_s, const std::atomic<bool>& done) {
-  const timespec tick{0, 50'000'000};
+// SIGTERM/SIGINT land in a handler that only writes the signal number to a pipe (any thread
+// may run it: OpenBLAS starts its threads before main, so masking signals cannot route them);
+// the watcher thread reads the pipe and drains.
+int signal_pipe[2] = {-1, -1};
+
+extern "C" void on_signal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  [[maybe_unused]] auto n = ::write(signal_pipe[1], &b, 1);
+}
+
+// The next signal, or -1 when none arrived within `ms`.
+int next_signal(int ms) {
+  pollfd p{signal_pipe[0], POLLIN, 0};
+  if (::poll(&p, 1, ms) <= 0) return -1;
+  unsigned char b = 0;
+  return ::read(signal_pipe[0], &b, 1) == 1 ? int(b) : -1;
+}
+
+void watch_signals(http::HttpServer& server, double drain_timeout_s, const std::atomic<bool>& done) {
   int sig = -1;
-  while (!done && (sig = sigtimedwait(&set, nullptr, &tick)) < 0) {}
+  while (!done && (sig = next_signal(50)) < 0) {}
   if (done) return;
   spdlog::info("{}: draining: no new requests, {} in flight get up to {:.0f} s to finish (signal again to exit now)",
                strsignal(sig), server.in_flight(), drain_timeout_s);
   server.begin_drain();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_timeout_s);
   while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
-    if (int again = sigtimedwait(&set, nullptr, &tick); again > 0) {
+    if (int again = next_signal(20); again > 0) {
       spdlog::warn("{} again: exiting now with {} requests in flight", strsignal(again), server.in_flight());
-      std::fflush(nullptr);
+      spdlog::default_logger()->flush();
       _exit(128 + again);
     }
   }
@@ -57,13 +73,18 @@ int run_serve(const ServeOptions& o) {
   if (o.port >= 0) cfg->server.port = o.port;
   if (!o.model.empty()) cfg->model.path = o.model;
 
-  // Signals go to the watcher thread only; a client that hangs up must not kill the process.
+  // A client that hangs up must not kill the process; SIGTERM/SIGINT start the drain.
   std::signal(SIGPIPE, SIG_IGN);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (::pipe(signal_pipe) != 0) {
+    std::cerr << "serve: cannot create the signal pipe\n";
+    return 1;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
   try {
     caf::actor_system_config sys_cfg;
     serving::register_engine_types(sys_cfg);
@@ -79,7 +100,7 @@ int run_serve(const ServeOptions& o) {
                  "\"messages\": [{{\"role\": \"user\", \"content\": \"What is the capital of France?\"}}]}}'",
                  base, cfg->server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", cfg->model.name);
     std::atomic<bool> done{false};
-    std::thread watcher(watch_signals, std::cref(set), std::ref(server), cfg->server.drain_timeout_s, std::cref(done));
+    std::thread watcher(watch_signals, std::ref(server), cfg->server.drain_timeout_s, std::cref(done));
     server.serve();
     done = true;
     watcher.join();

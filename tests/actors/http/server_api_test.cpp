@@ -1,0 +1,174 @@
+// End to end: the real `actorlm serve` process (cpu backend, default model) answering the
+// OpenAI API over loopback: completions, chat, streaming framing, n, stop strings, seeds,
+// logprobs, usage.
+#define BOOST_TEST_MODULE server_api
+#include "tests/actors/http/server_process.hpp"
+
+using namespace actorlm::testing;
+
+namespace {
+
+const std::string kModel = "SmolLM2-135M-Instruct";
+
+ServerProcess& server() {
+  static ServerProcess s;
+  return s;
+}
+
+json completion(const json& body, const std::string& path = "/v1/completions") {
+  auto c = server().client();
+  auto r = post_json(c, path, body);
+  BOOST_REQUIRE_MESSAGE(r, "no response");
+  BOOST_REQUIRE_MESSAGE(r->status == 200, r->body);
+  return json::parse(r->body);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(chat_answers_the_capital_of_france_and_stops_at_the_end_of_turn) {
+  const json r = completion({{"model", kModel}, {"temperature", 0},
+                             {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}}},
+                            "/v1/chat/completions");
+  BOOST_TEST(r["object"] == "chat.completion");
+  BOOST_TEST(r["model"] == kModel);
+  BOOST_TEST(r["choices"][0]["message"]["role"] == "assistant");
+  BOOST_TEST(r["choices"][0]["message"]["content"] == "The capital of France is Paris.");
+  BOOST_TEST(r["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(r["usage"]["prompt_tokens"] == 37);  // transformers' apply_chat_template length
+  BOOST_TEST(r["usage"]["total_tokens"] == r["usage"]["prompt_tokens"].get<int>() + r["usage"]["completion_tokens"].get<int>());
+}
+
+BOOST_AUTO_TEST_CASE(completion_of_raw_text_stops_at_max_tokens_with_reason_length) {
+  const json r = completion({{"model", kModel}, {"prompt", "The capital of France is"}, {"max_tokens", 3}, {"temperature", 0}});
+  BOOST_TEST(r["object"] == "text_completion");
+  BOOST_TEST(r["choices"][0]["text"] == " Paris.\n");
+  BOOST_TEST(r["choices"][0]["finish_reason"] == "length");
+  BOOST_TEST(r["usage"]["completion_tokens"] == 3);
+}
+
+BOOST_AUTO_TEST_CASE(stop_string_ends_the_text_before_it_across_token_boundaries) {
+  // Greedy continuation is " Paris.\n\nThe"; ".\n" spans two tokens.
+  const json r = completion({{"model", kModel}, {"prompt", "The capital of France is"}, {"max_tokens", 8},
+                             {"temperature", 0}, {"stop", {"xyz", ".\n"}}});
+  BOOST_TEST(r["choices"][0]["text"] == " Paris");
+  BOOST_TEST(r["choices"][0]["finish_reason"] == "stop");
+}
+
+BOOST_AUTO_TEST_CASE(streaming_uses_openai_framing_with_usage_last_and_done) {
+  auto c = server().client();
+  const Stream s = post_stream(c, "/v1/completions",
+                               {{"model", kModel}, {"prompt", "The capital of France is"}, {"max_tokens", 4},
+                                {"temperature", 0}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  BOOST_TEST(s.status == 200);
+  BOOST_REQUIRE(s.data.size() >= 3u);
+  BOOST_TEST(s.data.back() == "[DONE]");
+  const auto chunks = s.chunks();
+  std::string text;
+  for (std::size_t i = 0; i + 1 < chunks.size(); ++i) {
+    BOOST_TEST(chunks[i]["object"] == "text_completion");
+    BOOST_TEST(chunks[i]["usage"].is_null());
+    text += chunks[i]["choices"][0]["text"].get<std::string>();
+  }
+  BOOST_TEST(text == " Paris.\n\n");
+  BOOST_TEST(chunks[chunks.size() - 2]["choices"][0]["finish_reason"] == "length");
+  BOOST_TEST(chunks.back()["choices"].empty());
+  BOOST_TEST(chunks.back()["usage"]["completion_tokens"] == 4);
+  // Every event is "data: <json>\n\n" or an SSE comment line.
+  for (std::size_t at = 0; at < s.raw.size();) {
+    const auto end = s.raw.find("\n\n", at);
+    BOOST_REQUIRE(end != std::string::npos);
+    const std::string event = s.raw.substr(at, end - at);
+    BOOST_TEST((event.rfind("data: ", 0) == 0 || event.rfind(": ", 0) == 0), event);
+    at = end + 2;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(chat_stream_opens_with_the_role_and_ends_with_finish_reason) {
+  auto c = server().client();
+  const Stream s = post_stream(c, "/v1/chat/completions",
+                               {{"model", kModel}, {"temperature", 0}, {"stream", true},
+                                {"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}}});
+  const auto chunks = s.chunks();
+  BOOST_REQUIRE(chunks.size() >= 3u);
+  BOOST_TEST(chunks.front()["object"] == "chat.completion.chunk");
+  BOOST_TEST(chunks.front()["choices"][0]["delta"]["role"] == "assistant");
+  std::string text;
+  for (const auto& ch : chunks)
+    if (ch["choices"][0]["delta"].contains("content")) text += ch["choices"][0]["delta"]["content"].get<std::string>();
+  BOOST_TEST(text == "The capital of France is Paris.");
+  BOOST_TEST(chunks.back()["choices"][0]["finish_reason"] == "stop");
+  BOOST_TEST(s.data.back() == "[DONE]");
+}
+
+BOOST_AUTO_TEST_CASE(same_seed_reproduces_the_text_and_another_seed_changes_it) {
+  auto ask = [](int seed) {
+    return completion({{"model", kModel}, {"prompt", "Once upon a time"}, {"max_tokens", 12},
+                       {"temperature", 1.0}, {"seed", seed}})["choices"][0]["text"].get<std::string>();
+  };
+  const std::string a = ask(11), b = ask(11), c = ask(12);
+  BOOST_TEST(a == b);
+  BOOST_TEST(a != c);
+}
+
+BOOST_AUTO_TEST_CASE(n_two_gives_two_indexed_choices_that_differ_when_sampled) {
+  const json r = completion({{"model", kModel}, {"prompt", "My favourite colour is"}, {"max_tokens", 10},
+                             {"temperature", 1.0}, {"seed", 5}, {"n", 2}});
+  BOOST_REQUIRE(r["choices"].size() == 2u);
+  BOOST_TEST(r["choices"][0]["index"] == 0);
+  BOOST_TEST(r["choices"][1]["index"] == 1);
+  BOOST_TEST(r["choices"][0]["text"] != r["choices"][1]["text"]);
+  BOOST_TEST(r["usage"]["completion_tokens"] == 20);
+}
+
+BOOST_AUTO_TEST_CASE(several_prompts_give_choices_in_prompt_order) {
+  const json r = completion({{"model", kModel}, {"prompt", {"The capital of France is", "One, two,"}},
+                             {"max_tokens", 2}, {"temperature", 0}});
+  BOOST_REQUIRE(r["choices"].size() == 2u);
+  BOOST_TEST(r["choices"][0]["text"] == " Paris.");
+  BOOST_TEST(r["choices"][1]["index"] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(completion_logprobs_list_each_token_with_its_top_alternatives) {
+  const json r = completion({{"model", kModel}, {"prompt", "The capital of France is"}, {"max_tokens", 3},
+                             {"temperature", 0}, {"logprobs", 2}});
+  const json& lp = r["choices"][0]["logprobs"];
+  BOOST_REQUIRE(lp["tokens"].size() == 3u);
+  BOOST_TEST(lp["tokens"][0] == " Paris");
+  for (std::size_t i = 0; i < 3; ++i) {
+    BOOST_TEST(lp["token_logprobs"][i].get<double>() <= 0.0);
+    BOOST_TEST(lp["top_logprobs"][i].size() == 2u);
+    // Greedy: the chosen token is the most likely one, so it is among the top two.
+    BOOST_TEST(lp["top_logprobs"][i].contains(lp["tokens"][i].get<std::string>()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(chat_logprobs_carry_bytes_and_top_logprobs) {
+  const json r = completion({{"model", kModel}, {"temperature", 0}, {"max_tokens", 2}, {"logprobs", true},
+                             {"top_logprobs", 3}, {"messages", {{{"role", "user"}, {"content", "Hi"}}}}},
+                            "/v1/chat/completions");
+  const json& content = r["choices"][0]["logprobs"]["content"];
+  BOOST_REQUIRE(content.size() == 2u);
+  BOOST_TEST(content[0]["top_logprobs"].size() == 3u);
+  const std::string tok = content[0]["token"];
+  BOOST_TEST(content[0]["bytes"].size() == tok.size());
+}
+
+BOOST_AUTO_TEST_CASE(token_id_prompts_are_accepted) {
+  const json r = completion({{"model", kModel}, {"prompt", {504, 3575, 282, 4649, 314}}, {"max_tokens", 1}, {"temperature", 0}});
+  BOOST_TEST(r["usage"]["prompt_tokens"] == 5);
+  BOOST_TEST(r["choices"][0]["text"].get<std::string>().size() > 0u);
+}
+
+BOOST_AUTO_TEST_CASE(models_health_ready_and_metrics_answer) {
+  auto c = server().client();
+  auto models = c.Get("/v1/models");
+  BOOST_REQUIRE(models);
+  BOOST_TEST(json::parse(models->body)["data"][0]["id"] == kModel);
+  BOOST_TEST(c.Get("/health")->status == 200);
+  BOOST_TEST(c.Get("/ready")->status == 200);
+  auto m = c.Get("/metrics");
+  BOOST_REQUIRE(m);
+  BOOST_TEST(metric(m->body, "actorlm_ready") == 1);
+  BOOST_TEST(metric(m->body, "actorlm_kv_cache_total_blocks") > 0);
+  BOOST_TEST(m->body.find("# TYPE actorlm_time_to_first_token_seconds histogram") != std::string::npos);
+}

@@ -1,0 +1,186 @@
+#pragma once
+// Test support: the real `actorlm serve` process on a free loopback port, and small HTTP
+// helpers (cpp-httplib's client; Server-Sent Events split into their data payloads).
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace actorlm::testing {
+
+using nlohmann::json;
+
+// Starts `actorlm serve --config FILE --port 0` with the config text given (the default config
+// when empty), waits for its "listening on" line and keeps reading its log.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const std::string& config_text = "") {
+    std::string config_arg;
+    if (!config_text.empty()) {
+      config_path_ = "/tmp/actorlm-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".toml";
+      std::ofstream(config_path_) << config_text;
+    }
+    // Everything the child needs is built before fork (no allocation between fork and exec).
+    std::vector<std::string> args = {ACTORLM_BINARY, "serve", "--port", "0"};
+    if (!config_path_.empty()) args.insert(args.end(), {"--config", config_path_});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int fds[2];
+    BOOST_REQUIRE(::pipe(fds) == 0);
+    pid_ = ::fork();
+    BOOST_REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(fds[1], 2);
+      ::dup2(fds[1], 1);
+      ::close(fds[0]);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(fds[1]);
+    out_ = ::fdopen(fds[0], "r");
+    char line[4096];
+    const std::string marker = "listening on http://127.0.0.1:";
+    while (std::fgets(line, sizeof line, out_)) {
+      append_log(line);
+      const std::string l = line;
+      if (auto at = l.find(marker); at != std::string::npos) {
+        port_ = std::stoi(l.substr(at + marker.size()));
+        break;
+      }
+    }
+    BOOST_REQUIRE_MESSAGE(port_ > 0, "the server did not start:\n" + log());
+    reader_ = std::thread([this] {
+      char buf[4096];
+      while (std::fgets(buf, sizeof buf, out_)) append_log(buf);
+    });
+  }
+
+  ~ServerProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (reader_.joinable()) reader_.join();
+    if (out_) std::fclose(out_);
+    if (!config_path_.empty()) std::remove(config_path_.c_str());
+  }
+
+  int port() const { return port_; }
+  httplib::Client client(int timeout_s = 120) const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(timeout_s, 0);
+    c.set_write_timeout(timeout_s, 0);
+    c.set_connection_timeout(5, 0);
+    return c;
+  }
+  void signal(int sig) const { ::kill(pid_, sig); }
+  // Waits for the process to exit; its exit status, or -1 on timeout.
+  int wait_exit(std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+  std::string log() const {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  void append_log(const char* s) {
+    std::lock_guard lock(mu_);
+    log_ += s;
+  }
+  std::string config_path_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int port_ = 0;
+  FILE* out_ = nullptr;
+  std::thread reader_;
+  mutable std::mutex mu_;
+  std::string log_;
+};
+
+inline httplib::Result post_json(httplib::Client& c, const std::string& path, const json& body) {
+  return c.Post(path, body.dump(), "application/json");
+}
+
+// A streamed response: the data payloads in order ("[DONE]" included) and the raw text.
+struct Stream {
+  int status = 0;
+  std::string error;  // the client's error when the exchange failed
+  std::string raw;
+  std::vector<std::string> data;
+  std::vector<json> chunks() const {
+    std::vector<json> out;
+    for (const auto& d : data)
+      if (d != "[DONE]") out.push_back(json::parse(d));
+    return out;
+  }
+};
+
+// POSTs and reads the SSE body; `keep_reading(events so far)` may return false to hang up.
+inline Stream post_stream(httplib::Client& c, const std::string& path, const json& body,
+                          const std::function<bool(const Stream&)>& keep_reading = {}) {
+  Stream s;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  std::string pending;
+  req.response_handler = [&](const httplib::Response& r) {
+    s.status = r.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
+    s.raw.append(data, n);
+    pending.append(data, n);
+    for (std::size_t at; (at = pending.find("\n\n")) != std::string::npos;) {
+      const std::string event = pending.substr(0, at);
+      pending.erase(0, at + 2);
+      if (event.rfind("data: ", 0) == 0) s.data.push_back(event.substr(6));
+    }
+    return !keep_reading || keep_reading(s);
+  };
+  httplib::Response res;
+  httplib::Error error = httplib::Error::Success;
+  if (!c.send(req, res, error)) s.error = httplib::to_string(error);
+  return s;
+}
+
+// The value of an unlabelled sample in Prometheus text, or -1 when absent.
+inline double metric(const std::string& text, const std::string& name) {
+  std::size_t at = 0;
+  while ((at = text.find(name + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + name.size() + 1));
+    at += name.size();
+  }
+  return -1;
+}
+
+}  // namespace actorlm::testing
