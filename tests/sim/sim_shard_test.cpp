@@ -218,7 +218,7 @@ BOOST_AUTO_TEST_CASE(under_the_normal_scheduler_steps_take_wall_time) {
     const double wall_ms = std::chrono::duration<double, std::milli>(wall).count();
     BOOST_TEST_MESSAGE("wall " << wall_ms << " ms, modelled steps " << modelled / 1e6 << " ms");
     // At least one step per token of the longer request, each at least its modelled time
-    // (SmolLM2 on A10G: about 0.3 ms per decode step, mostly kernel launches).
+    // (SmolLM2 on A10G: about 2.5 ms per decode step, mostly kernel launches).
     sim::StepShape one;
     one.add(1, 30, true);
     BOOST_TEST(modelled >= 19 * modelled_ns(backend.shard_model->cost, one));
