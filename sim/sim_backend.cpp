@@ -79,6 +79,9 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   b.factory = [shared](caf::actor_system& sys, std::uint32_t rank, std::uint32_t) {
     return spawn_sim_shard(sys, rank, shared);
   };
+  b.rank0_factory = [shared](caf::actor_system& sys, std::uint32_t rank, std::uint32_t) {
+    return rank == 0 ? spawn_sim_shard(sys, rank, shared) : shard::shard_actor{};
+  };
   return b;
 }
 

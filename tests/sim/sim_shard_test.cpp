@@ -138,6 +138,29 @@ BOOST_AUTO_TEST_CASE(batched_requests_share_steps_and_each_gets_its_own_tokens) 
   BOOST_TEST(records.size() < 5u + 6 + 7 + 8 + 9);  // batched, not one request at a time
 }
 
+BOOST_AUTO_TEST_CASE(an_engine_with_only_rank_0_spawned_serves_the_same_tokens_in_the_same_time) {
+  BOOST_TEST((submit(spec_of(1, 30, 9)) == SubmitStatus::accepted));
+  run();
+  const auto all_ranks = request<std::vector<StepRecord>>(engine.scheduler, sched_records_atom::value);
+
+  Received other;
+  auto other_sink = sys.spawn(collector, &other);
+  const auto rank0 = engine::spawn_engine(sys, smol_config(), backend.capacity, backend.rank0_factory);
+  BOOST_TEST(rank0.shards.size() == 3u);
+  BOOST_TEST(!rank0.shards[1]);  // no actor behind ranks 1 and 2
+  auto rp = self->request(rank0.scheduler, caf::infinite, spec_of(1, 30, 9), other_sink);
+  run();
+  rp.receive([](SubmitStatus st) { BOOST_TEST((st == SubmitStatus::accepted)); }, [](caf::error&) { BOOST_FAIL("refused"); });
+  BOOST_TEST(other.tokens[1].size() == 9u);
+  BOOST_TEST(other.tokens[1] == received.tokens[1], boost::test_tools::per_element());
+  const auto records = request<std::vector<StepRecord>>(rank0.scheduler, sched_records_atom::value);
+  BOOST_TEST_REQUIRE(records.size() == all_ranks.size());
+  for (std::size_t i = 0; i < records.size(); ++i)
+    BOOST_TEST(records[i].end - records[i].start == all_ranks[i].end - all_ranks[i].start);
+  engine::stop_engine(rank0);
+  caf::anon_send_exit(other_sink, caf::exit_reason::user_shutdown);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_CASE(a_padding_row_costs_a_decode_token_at_the_longest_context) {
