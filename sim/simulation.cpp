@@ -255,10 +255,8 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   const std::int64_t t0 =
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
 
-  config::Config engine_cfg = cfg;
-  if (!options.spawn_idle_ranks) engine_cfg.engine.tensor_parallel_degree = 1;
-  const engine::EngineActors engine =
-      engine::spawn_engine(sys, engine_cfg, backend.capacity, backend.factory);
+  const engine::EngineActors engine = engine::spawn_engine(
+      sys, cfg, backend.capacity, options.spawn_idle_ranks ? backend.factory : backend.rank0_factory);
   auto drv = sys.spawn(driver, &run, engine.scheduler, t0, backend.capacity.vocab_size,
                        closed_loop_clients(workload)
                            ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))

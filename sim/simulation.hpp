@@ -29,9 +29,9 @@ struct SimulationOptions {
   // and the benchmark only need the summary, and 20,000 requests' token times are ~20 MB).
   bool keep_records = true;
   // Spawn a shard actor for every rank, as production does (the scheduler then sends each step
-  // to every rank). Off by default: sim ranks above 0 do nothing, and the cost model models all
-  // GPUs whatever the number of actors, so the results are identical (tested) while a TP 8 run
-  // needs 7 fewer messages per step (each a copy of the Step): ~2.3x faster.
+  // to every rank). Off by default (SimBackend::rank0_factory: null handles above rank 0): sim
+  // ranks above 0 do nothing, so the results are identical (tested) while a TP 8 run needs 7
+  // fewer messages per step, each a copy of the Step: ~2.3x faster.
   bool spawn_idle_ranks = false;
 };
 
