@@ -52,9 +52,13 @@ struct HttpServer::Impl {
   std::condition_variable pump_cv;
   bool pump_stop = false;
 
+  std::function<void(const std::vector<scheduler::RequestRecord>&)> observer;
+
   void pump_records() {
     std::lock_guard lock(pump_mu);
-    metrics.record_requests(model.engine().take_request_records());
+    const auto records = model.engine().take_request_records();
+    metrics.record_requests(records);
+    if (observer && !records.empty()) observer(records);
     metrics.record_steps(model.engine().take_step_records());
   }
 
@@ -140,8 +144,9 @@ struct HttpServer::Impl {
       for (const auto& m : req->messages) prompt += "[" + m.role + "] " + m.content + " ";
       prompt = " prompt=" + nlohmann::json(prompt).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
-    spdlog::info("{} status={} prompt_tokens={} output_tokens={} ttft={:.3f}s total={:.3f}s{}", id, status,
-                 s ? s->prompt_tokens() : 0, s ? s->completion_tokens() : 0, ttft, since(t0), prompt);
+    spdlog::info("{} engine_id={} status={} prompt_tokens={} output_tokens={} ttft={:.3f}s total={:.3f}s{}", id,
+                 s ? s->first_request_id() : 0, status, s ? s->prompt_tokens() : 0, s ? s->completion_tokens() : 0, ttft, since(t0),
+                 prompt);
   }
 
   void complete(Endpoint ep, const httplib::Request& q, httplib::Response& res);
@@ -224,6 +229,9 @@ void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib:
   res.set_chunked_content_provider(stream ? "text/event-stream" : "application/json", provider,
                                    [this](bool) { --in_flight; });
   if (stream) res.set_header("Cache-Control", "no-cache");
+  // The engine's id of the first prompt's request: joins client-side timings to /metrics-side
+  // records (bench serve) and to the access log.
+  res.set_header("X-Request-Id", std::to_string(session->first_request_id()));
 }
 
 HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, const config::Config& cfg)
@@ -233,6 +241,9 @@ HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, cons
   s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.set_payload_max_length(static_cast<std::size_t>(cfg.server.max_body_bytes));
   s.set_keep_alive_timeout(5);
+  // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
+  // client's (delayed, up to 40 ms) ACK of the previous one.
+  s.set_tcp_nodelay(true);
   // httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once overflows
   // it, their requests are dropped and retransmitted, and httplib closes a connection whose
   // request has not arrived 5 s after accept. Keep the socket to raise the backlog after bind.
@@ -269,6 +280,10 @@ void HttpServer::serve() {
 }
 
 void HttpServer::begin_drain() { impl_->draining = true; }
+
+void HttpServer::observe_records(std::function<void(const std::vector<scheduler::RequestRecord>&)> observer) {
+  impl_->observer = std::move(observer);
+}
 
 std::size_t HttpServer::in_flight() const { return impl_->in_flight; }
 

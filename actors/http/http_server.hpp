@@ -4,8 +4,10 @@
 // of the server's pool, which blocks on its request's channel while the engine works.
 
 #include "actors/config/config.hpp"
+#include "actors/scheduler/request.hpp"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +30,9 @@ class HttpServer {
   void serve();
   // Readiness off: new API requests get 503; requests in flight go on.
   void begin_drain();
+  // Also hands every batch of finished requests' records (drained from the engine for the
+  // metrics) to `observer`; set before serve(). For benchmarks that join client-side timings.
+  void observe_records(std::function<void(const std::vector<scheduler::RequestRecord>&)> observer);
   // Requests being answered now.
   std::size_t in_flight() const;
   // Aborts requests still in flight (their clients get what was generated so far or an error)

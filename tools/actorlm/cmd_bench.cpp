@@ -85,6 +85,8 @@ int run_cpu(bench::CpuBenchOptions opt) {
 void add_bench_command(CLI::App& app, int& exit_code) {
   auto* bench = app.add_subcommand("bench", "Benchmarks (figures are reported, not asserted)");
   bench->require_subcommand(1);
+  add_bench_serve_command(*bench, exit_code);
+  add_bench_sim_command(*bench, exit_code);
   auto opt = std::make_shared<bench::KvBenchOptions>();
   auto* kv = bench->add_subcommand(
       "kv", "Block manager: append and prefix-allocate latency, paged vs reserved utilization");

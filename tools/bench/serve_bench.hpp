@@ -1,0 +1,45 @@
+#pragma once
+// `actorlm bench serve`: what the HTTP front end adds to each token's latency. The server runs
+// in this process on the sim backend in wall-clock mode (modelled GPU step times elapse for
+// real, so the engine's token times are the "modelled" times), N streaming clients in threads
+// read its SSE over loopback, and each token's arrival at the client is compared with the
+// time the engine produced it (the scheduler's record of that token, same steady clock).
+
+#include "actors/config/config.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace actorlm::bench {
+
+struct ServeBenchOptions {
+  config::Config config;                               // a sim config; see default_serve_bench_config()
+  std::vector<std::uint32_t> streams = {1, 16, 64, 128, 256};
+  std::uint32_t max_tokens = 64;                       // per stream
+  double p99_limit_us = 1000;                          // what "sustained" means
+  std::uint32_t caf_threads = 0;                       // CAF scheduler threads (0: CAF's default, 4)
+  std::function<void(const std::string&)> progress;
+};
+
+struct ServeBenchPoint {
+  std::uint32_t streams = 0;
+  std::uint64_t tokens = 0;        // tokens joined with the engine's records
+  std::uint32_t failed = 0;        // streams that did not end with [DONE]
+  double overhead_p50_us = 0, overhead_p99_us = 0, overhead_max_us = 0;
+  double seconds = 0;
+  double tokens_per_s = 0;
+};
+
+struct ServeBenchResult {
+  std::vector<ServeBenchPoint> points;
+  std::uint32_t max_streams_sustained = 0;  // largest level with p99 under the limit (0: none)
+  std::string served;                       // the server's description
+};
+
+// Falcon-40B on g5.48xlarge (TP 8), paged, wall clock, loopback on any free port.
+config::Config default_serve_bench_config();
+ServeBenchResult run_serve_bench(const ServeBenchOptions&);
+
+}  // namespace actorlm::bench
