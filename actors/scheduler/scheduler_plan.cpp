@@ -24,6 +24,20 @@ double Scheduler::effective_priority(const Request& r, Time now) const {
 // Lower (effective) priority first, then arrival order.
 std::vector<RequestId> Scheduler::sorted(const std::vector<RequestId>& ids, Time now,
                                          bool aging) const {
+  // Common case, checked in O(n): one priority level and the list already in arrival order.
+  // Aging then keeps that order (earlier arrivals have waited longer), so no sort is needed;
+  // this keeps a long waiting queue from costing n log n on every step.
+  if (!ids.empty()) {
+    const Request* prev = &requests_.at(ids.front());
+    bool in_order = true;
+    for (std::size_t i = 1; i < ids.size() && in_order; ++i) {
+      const Request* r = &requests_.at(ids[i]);
+      in_order = r->spec.priority == prev->spec.priority && r->order > prev->order &&
+                 r->record.arrival >= prev->record.arrival;
+      prev = r;
+    }
+    if (in_order) return ids;
+  }
   struct Key {
     double priority;
     std::uint64_t order;
