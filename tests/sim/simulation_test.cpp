@@ -1,0 +1,197 @@
+// simulate(): the real scheduler and block manager with sim shards in virtual time. Laws the
+// output must obey (Little's law, faster hardware is never slower, determinism), one request
+// against the cost model's closed form, and the regimes' order on Falcon-40B.
+#define BOOST_TEST_MODULE simulation
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "sim/report.hpp"
+#include "sim/scenario.hpp"
+#include "sim/scenario_run.hpp"
+#include "sim/sim_backend.hpp"
+#include "sim/sim_shard.hpp"
+#include "sim/simulation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <regex>
+
+using namespace actorlm;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+config::Config falcon(config::Batching batching, std::int64_t degree = 4) {
+  config::Config c;
+  c.engine.backend = config::Backend::sim;
+  c.engine.batching = batching;
+  c.engine.tensor_parallel_degree = degree;
+  c.model.preset = "falcon-40b";
+  c.sim.instance = degree == 4 ? "g5.12xlarge" : "g5.48xlarge";
+  c.cache.gpu_memory_utilization = 0.98;
+  c.cache.prefix_caching = false;
+  c.scheduler.max_num_seqs = 32;
+  c.scheduler.max_num_batched_tokens = 1024;
+  c.scheduler.max_queue_len = 100000;
+  if (batching == config::Batching::dynamic) {
+    c.sim.parallelism = config::SimParallelism::layers;
+    c.scheduler.batch_size = 4;
+    c.scheduler.max_num_seqs = 4;
+    c.scheduler.max_batch_delay_ms = 100;
+  }
+  return c;
+}
+
+sim::WorkloadSpec poisson(std::uint32_t requests, double rate) {
+  sim::WorkloadSpec w;
+  w.requests = requests;
+  w.input = sim::UniformLength{16, 256};
+  w.output = sim::UniformLength{8, 128};
+  w.arrival = sim::PoissonArrivals{rate};
+  return w;
+}
+
+const config::Batching regimes[] = {config::Batching::dynamic, config::Batching::continuous,
+                                    config::Batching::paged};
+
+// Mean number of requests in the system over [first arrival, last finish], by a sweep over
+// the recorded arrivals and finishes: independent of summarize()'s own bookkeeping.
+double swept_concurrency(const std::vector<sim::RequestTiming>& requests) {
+  std::vector<std::pair<std::int64_t, int>> events;
+  for (const auto& r : requests)
+    if (r.completed) {
+      events.push_back({r.arrival_ns, +1});
+      events.push_back({r.finished_ns, -1});
+    }
+  std::sort(events.begin(), events.end());
+  double area = 0;
+  int inside = 0;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    inside += events[i].second;
+    area += double(inside) * double(events[i + 1].first - events[i].first);
+  }
+  return area / double(events.back().first - events.front().first);
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(littles_law_holds_on_the_simulators_output, bdata::make(regimes), batching) {
+  const auto r = sim::simulate(falcon(batching), poisson(300, 1.0), 11);
+  BOOST_TEST_REQUIRE(r.summary.completed == 300u);
+  const double l = swept_concurrency(r.requests);
+  const double lambda_w = r.summary.requests_per_s * r.summary.e2e_s.mean;
+  BOOST_TEST(l > 0.5);  // a loaded run, not a trivially empty one
+  BOOST_TEST(std::abs(l - lambda_w) <= 0.02 * lambda_w, "L " << l << " vs lambda W " << lambda_w);
+  BOOST_TEST(std::abs(r.summary.mean_concurrency - l) <= 0.02 * l);
+  // Every request: arrival <= first scheduled <= first token <= finish, one time per token.
+  for (const auto& t : r.requests) {
+    BOOST_TEST_REQUIRE((t.arrival_ns <= t.first_scheduled_ns && t.first_scheduled_ns <= t.first_token_ns &&
+                        t.first_token_ns <= t.finished_ns));
+    BOOST_TEST_REQUIRE(t.token_ns.size() == t.output_tokens);
+  }
+}
+
+// The catalogue's A10G made faster: `factor` times the bandwidth, FLOPs and link bandwidth
+// named in `fields`, by editing the catalogue text.
+sim::Catalogue faster_a10g(const std::vector<std::string>& fields, double factor) {
+  std::string hw(sim::embedded_hardware_catalogue);
+  const auto begin = hw.find("[gpu.a10g]");
+  const auto end = hw.find("\n[", begin + 1);
+  std::string section = hw.substr(begin, end - begin);
+  for (const auto& f : fields) {
+    const std::regex re("\n" + f + " = ([0-9.]+)");
+    std::smatch m;
+    BOOST_TEST_REQUIRE(std::regex_search(section, m, re), f);
+    const double v = std::stod(m[1]) * factor;
+    section = std::regex_replace(section, re, "\n" + f + " = " + std::to_string(v));
+  }
+  hw.replace(begin, end - begin, section);
+  return sim::Catalogue::parse(hw, "hardware.toml", sim::embedded_model_catalogue, "models.toml");
+}
+
+BOOST_DATA_TEST_CASE(more_bandwidth_or_flops_never_makes_a_run_slower,
+                     bdata::make(regimes) * bdata::make({0, 1, 2, 3}), batching, variant) {
+  const std::vector<std::vector<std::string>> fields = {
+      {"bandwidth_gbps"}, {"fp16_tflops"}, {"link_bandwidth_gbps"},
+      {"bandwidth_gbps", "fp16_tflops", "link_bandwidth_gbps"}};
+  const auto cfg = falcon(batching);
+  const auto work = poisson(200, 0.8);
+  const auto base = sim::simulate(cfg, sim::Catalogue::builtin(), work, 5);
+  const auto fast = sim::simulate(cfg, faster_a10g(fields[variant], 1.5), work, 5);
+  BOOST_TEST_REQUIRE(fast.summary.completed == base.summary.completed);
+  BOOST_TEST(fast.makespan_ns <= base.makespan_ns);
+  BOOST_TEST(fast.summary.e2e_s.mean <= base.summary.e2e_s.mean);
+  BOOST_TEST(fast.summary.ttft_s.mean <= base.summary.ttft_s.mean);
+}
+
+BOOST_AUTO_TEST_CASE(one_request_alone_takes_the_prefill_step_then_one_decode_step_per_token) {
+  const auto cfg = falcon(config::Batching::paged);
+  sim::WorkloadSpec w;
+  w.requests = 1;
+  w.input = sim::FixedLength{200};
+  w.output = sim::FixedLength{50};
+  w.arrival = sim::PoissonArrivals{1.0};
+  const auto r = sim::simulate(cfg, w, 3);
+  BOOST_TEST_REQUIRE(r.requests.size() == 1u);
+  const auto& t = r.requests[0];
+  BOOST_TEST_REQUIRE(t.token_ns.size() == 50u);
+  const auto backend = sim::load_sim_backend(cfg);
+  const auto ns = [&](const sim::StepShape& s) {
+    return std::max<std::int64_t>(1, std::llround(backend.shard_model->cost.step_seconds(s) * 1e9));
+  };
+  sim::StepShape prefill;
+  prefill.add(200, 200, true);
+  BOOST_TEST(t.first_token_ns - t.arrival_ns == ns(prefill));
+  for (std::uint32_t k = 1; k < 50; ++k) {
+    sim::StepShape decode;  // token k is computed from token k-1 at position 200 + k - 1
+    decode.add(1, 200 + k, true);
+    BOOST_TEST(t.token_ns[k] - t.token_ns[k - 1] == ns(decode), "token " << k);
+  }
+  // Dynamic batching: a lone request waits out max_batch_delay (100 ms) before its batch starts.
+  const auto d = sim::simulate(falcon(config::Batching::dynamic), w, 3);
+  const auto dyn = sim::load_sim_backend(falcon(config::Batching::dynamic));
+  const auto dns = std::max<std::int64_t>(1, std::llround(dyn.shard_model->cost.step_seconds(prefill) * 1e9));
+  BOOST_TEST(d.requests[0].first_token_ns - d.requests[0].arrival_ns == 100'000'000 + dns);
+}
+
+BOOST_AUTO_TEST_CASE(the_same_seed_gives_byte_identical_reports_and_another_seed_differs) {
+  const auto cfg = falcon(config::Batching::paged);
+  const auto report = [&](std::uint64_t seed) {
+    const auto r = sim::simulate(cfg, poisson(150, 1.5), seed);
+    const std::vector<sim::RegimeResult> rows{{"paged", r.summary}};
+    return sim::report_json(rows) + sim::summary_csv(rows) + sim::series_csv(rows) +
+           sim::requests_csv("paged", r.requests, {});
+  };
+  const std::string a = report(21);
+  BOOST_TEST(a == report(21));
+  BOOST_TEST(a != report(22));
+}
+
+BOOST_AUTO_TEST_CASE(spawning_every_rank_changes_nothing_but_the_wall_time) {
+  const auto cfg = falcon(config::Batching::paged, 8);
+  sim::SimulationOptions all;
+  all.spawn_idle_ranks = true;
+  const auto a = sim::simulate(cfg, poisson(100, 2.0), 4, all);
+  const auto b = sim::simulate(cfg, poisson(100, 2.0), 4);
+  const std::vector<sim::RegimeResult> ra{{"x", a.summary}}, rb{{"x", b.summary}};
+  BOOST_TEST(sim::report_json(ra) == sim::report_json(rb));
+  BOOST_TEST(sim::requests_csv("x", a.requests, {}) == sim::requests_csv("x", b.requests, {}));
+}
+
+BOOST_AUTO_TEST_CASE(paged_beats_continuous_beats_dynamic_on_throughput_for_falcon40b_tp4) {
+  // The shipped scenario's regimes, on its 32-in / 128-out workload with 32 clients.
+  auto parsed = sim::load_scenario(std::string(ACTORLM_SCENARIOS) + "/falcon40b_g5_12xlarge_tp4.toml");
+  BOOST_TEST_REQUIRE(parsed.ok());
+  auto& s = parsed.scenario;
+  s.workloads.resize(1);
+  s.workloads[0].spec.requests = 400;
+  const auto out = sim::run_scenario(s, {});
+  const auto& row = out.workloads[0].points[0];
+  const double dynamic = row[0].summary.output_tokens_per_s, continuous = row[1].summary.output_tokens_per_s,
+               paged = row[2].summary.output_tokens_per_s;
+  std::cerr << "Falcon-40B TP 4, 32/128, 32 clients: dynamic " << dynamic << " tok/s, continuous "
+            << continuous << " tok/s, paged " << paged << " tok/s\n";
+  BOOST_TEST(paged > continuous);
+  BOOST_TEST(continuous > dynamic);
+}

@@ -1,0 +1,85 @@
+#include "tools/bench/sim_bench.hpp"
+
+#include "sim/plan.hpp"
+#include "sim/simulation.hpp"
+
+#include <string>
+
+namespace actorlm::bench {
+
+namespace {
+
+config::Config falcon_paged(const std::string& instance, std::int64_t degree) {
+  config::Config c;
+  c.engine.backend = config::Backend::sim;
+  c.engine.batching = config::Batching::paged;
+  c.engine.tensor_parallel_degree = degree;
+  c.model.preset = "falcon-40b";
+  c.sim.instance = instance;
+  c.scheduler.max_num_seqs = 32;
+  c.scheduler.max_num_batched_tokens = 1024;
+  c.cache.prefix_caching = false;
+  return c;
+}
+
+sim::WorkloadSpec workload(std::uint32_t requests) {
+  sim::WorkloadSpec w;
+  w.requests = requests;
+  w.input = sim::FixedLength{32};
+  w.output = sim::FixedLength{128};
+  w.arrival = sim::ClosedLoopArrivals{32, 0};
+  return w;
+}
+
+}  // namespace
+
+SimBenchResult run_sim_bench(const SimBenchOptions& opt) {
+  const auto say = [&](const std::string& s) { if (opt.progress) opt.progress(s); };
+  SimBenchResult r;
+  const auto cfg = falcon_paged("g5.48xlarge", 8);
+  sim::SimulationOptions so;
+  so.keep_records = false;
+  const auto run = sim::simulate(cfg, workload(opt.requests), 1, so);
+  r.run_wall_s = run.wall_seconds;
+  r.sim_requests_per_s = run.summary.completed / run.wall_seconds;
+  r.simulated_s = run.summary.duration_s;
+  r.steps = run.summary.steps;
+  r.events = run.events;
+  say(std::to_string(run.summary.completed) + " requests (" + std::to_string(r.steps) + " steps, " +
+      std::to_string(r.events) + " actor activations) in " + std::to_string(run.wall_seconds) +
+      " s wall: " + std::to_string(r.sim_requests_per_s) + " simulated requests/s");
+
+  so.spawn_idle_ranks = true;  // the production fan-out: a Step to each of the 8 ranks
+  const std::uint32_t fewer = std::max<std::uint32_t>(1, opt.requests / 4);
+  const auto all = sim::simulate(cfg, workload(fewer), 1, so);
+  r.sim_requests_per_s_all_ranks = all.summary.completed / all.wall_seconds;
+  say("every rank spawned: " + std::to_string(r.sim_requests_per_s_all_ranks) + " simulated requests/s (" +
+      std::to_string(fewer) + " requests)");
+
+  std::vector<sim::PlanPoint> points;
+  const std::pair<const char*, std::uint32_t> pairs[] = {
+      {"g5.48xlarge", 8}, {"p4d.24xlarge", 4}, {"p4d.24xlarge", 8}, {"p4de.24xlarge", 8}, {"p5.48xlarge", 8}};
+  for (const auto& [inst, degree] : pairs)
+    for (auto batching : {config::Batching::continuous, config::Batching::paged})
+      for (std::uint32_t seqs : {16u, 32u, 64u, 128u, 256u})
+        for (std::uint32_t tokens : {2048u, 4096u}) {
+          sim::PlanPoint p{inst, degree, std::string(config::to_string(batching)), falcon_paged(inst, degree)};
+          p.config.engine.batching = batching;
+          p.config.scheduler.max_num_seqs = seqs;
+          p.config.scheduler.max_num_batched_tokens = tokens;
+          points.push_back(std::move(p));
+        }
+  sim::PlanOptions po;
+  po.jobs = opt.jobs;
+  const auto plan = sim::run_plan(points, workload(opt.plan_requests), "32in-128out", {}, 1, "e2e_p90", po);
+  r.plan_seconds = plan.wall_seconds;
+  r.plan_configurations = static_cast<std::uint32_t>(plan.outcomes.size());
+  for (const auto& o : plan.outcomes) r.plan_skipped += !o.skipped.empty();
+  r.plan_jobs = plan.jobs;
+  say("plan: " + std::to_string(r.plan_configurations) + " configurations (" + std::to_string(r.plan_skipped) +
+      " skipped) of " + std::to_string(opt.plan_requests) + " requests in " + std::to_string(r.plan_seconds) +
+      " s on " + std::to_string(r.plan_jobs) + " threads");
+  return r;
+}
+
+}  // namespace actorlm::bench
