@@ -19,6 +19,7 @@ seed = 2
 tensor_parallel_degree = 4
 [model]
 preset = "falcon-40b"
+max_model_len = 1024
 [cache]
 gpu_memory_utilization = 0.98
 prefix_caching = false
@@ -33,6 +34,8 @@ engine.batching = "dynamic"
 sim.parallelism = "layers"
 scheduler.batch_size = 4
 scheduler.max_num_seqs = 4
+scheduler.max_num_batched_tokens = 1024
+cache.gpu_memory_utilization = 0.98
 [[regimes]]
 name = "paged"
 engine.batching = "paged"

@@ -17,6 +17,11 @@
 #include <iostream>
 #include <regex>
 
+namespace actorlm::config {
+// Names the regime of a BOOST_DATA_TEST_CASE sample in failure messages.
+std::ostream& operator<<(std::ostream& os, Batching b) { return os << to_string(b); }
+}  // namespace actorlm::config
+
 using namespace actorlm;
 namespace bdata = boost::unit_test::data;
 
@@ -28,8 +33,9 @@ config::Config falcon(config::Batching batching, std::int64_t degree = 4) {
   c.engine.batching = batching;
   c.engine.tensor_parallel_degree = degree;
   c.model.preset = "falcon-40b";
+  c.model.max_model_len = 1024;  // the prefill budget below must hold a whole prompt
   c.sim.instance = degree == 4 ? "g5.12xlarge" : "g5.48xlarge";
-  c.cache.gpu_memory_utilization = 0.98;
+  c.cache.gpu_memory_utilization = 0.9;  // as the shipped scenarios: the KV cache binds at TP 4
   c.cache.prefix_caching = false;
   c.scheduler.max_num_seqs = 32;
   c.scheduler.max_num_batched_tokens = 1024;
@@ -38,7 +44,8 @@ config::Config falcon(config::Batching batching, std::int64_t degree = 4) {
     c.sim.parallelism = config::SimParallelism::layers;
     c.scheduler.batch_size = 4;
     c.scheduler.max_num_seqs = 4;
-    c.scheduler.max_batch_delay_ms = 100;
+    c.cache.gpu_memory_utilization = 0.98;  // the layer split's first GPU needs it
+    c.scheduler.max_batch_delay_ms = 100;  // max_num_batched_tokens stays 1024: 4 prompts of 256
   }
   return c;
 }
@@ -110,7 +117,28 @@ sim::Catalogue faster_a10g(const std::vector<std::string>& fields, double factor
   return sim::Catalogue::parse(hw, "hardware.toml", sim::embedded_model_catalogue, "models.toml");
 }
 
+// Closed loop (every request's start follows from earlier finishes): faster steps can only move
+// everything earlier, so makespan and mean latency must not grow.
 BOOST_DATA_TEST_CASE(more_bandwidth_or_flops_never_makes_a_run_slower,
+                     bdata::make(regimes) * bdata::make({0, 1, 2, 3}), batching, variant) {
+  const std::vector<std::vector<std::string>> fields = {
+      {"bandwidth_gbps"}, {"fp16_tflops"}, {"link_bandwidth_gbps"},
+      {"bandwidth_gbps", "fp16_tflops", "link_bandwidth_gbps"}};
+  const auto cfg = falcon(batching);
+  sim::WorkloadSpec work = poisson(200, 1.0);
+  work.arrival = sim::ClosedLoopArrivals{24, 0.5};
+  const auto base = sim::simulate(cfg, sim::Catalogue::builtin(), work, 5);
+  const auto fast = sim::simulate(cfg, faster_a10g(fields[variant], 1.5), work, 5);
+  BOOST_TEST_REQUIRE(fast.summary.completed == base.summary.completed);
+  BOOST_TEST(fast.makespan_ns <= base.makespan_ns);
+  BOOST_TEST(fast.summary.e2e_s.mean <= base.summary.e2e_s.mean);
+  BOOST_TEST(fast.summary.ttft_s.mean <= base.summary.ttft_s.mean);
+}
+
+// Open loop (arrivals fixed in time): mean latency must not grow; the makespan may, by less
+// than one step, when the last arrival meets a step boundary at another phase (an
+// iteration-level scheduler starts a request at the next step: measured 0.9 ms of 266 s).
+BOOST_DATA_TEST_CASE(faster_hardware_under_fixed_arrivals_lowers_mean_latency,
                      bdata::make(regimes) * bdata::make({0, 1, 2, 3}), batching, variant) {
   const std::vector<std::vector<std::string>> fields = {
       {"bandwidth_gbps"}, {"fp16_tflops"}, {"link_bandwidth_gbps"},
@@ -120,7 +148,9 @@ BOOST_DATA_TEST_CASE(more_bandwidth_or_flops_never_makes_a_run_slower,
   const auto base = sim::simulate(cfg, sim::Catalogue::builtin(), work, 5);
   const auto fast = sim::simulate(cfg, faster_a10g(fields[variant], 1.5), work, 5);
   BOOST_TEST_REQUIRE(fast.summary.completed == base.summary.completed);
-  BOOST_TEST(fast.makespan_ns <= base.makespan_ns);
+  std::int64_t longest_step = 0;
+  for (const auto& s : base.steps) longest_step = std::max(longest_step, s.end - s.start);
+  BOOST_TEST(fast.makespan_ns <= base.makespan_ns + longest_step);
   BOOST_TEST(fast.summary.e2e_s.mean <= base.summary.e2e_s.mean);
   BOOST_TEST(fast.summary.ttft_s.mean <= base.summary.ttft_s.mean);
 }

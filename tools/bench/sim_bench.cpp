@@ -15,6 +15,7 @@ config::Config falcon_paged(const std::string& instance, std::int64_t degree) {
   c.engine.batching = config::Batching::paged;
   c.engine.tensor_parallel_degree = degree;
   c.model.preset = "falcon-40b";
+  c.model.max_model_len = 1024;  // the prefill budget must hold a whole prompt
   c.sim.instance = instance;
   c.scheduler.max_num_seqs = 32;
   c.scheduler.max_num_batched_tokens = 1024;
