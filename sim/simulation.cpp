@@ -293,7 +293,10 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   std::sort(run.steps.begin(), run.steps.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const auto& s : run.steps) out.makespan_ns = std::max(out.makespan_ns, s.end);
+  const auto summary0 = std::chrono::steady_clock::now();
   out.summary = summarize(run.timings, run.steps, options.summary);
+  out.summary_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - summary0).count();
   out.refused = run.refused;
   out.memory = backend.memory;
   out.memory_per_gpu = backend.memory_per_gpu;

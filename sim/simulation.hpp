@@ -44,7 +44,8 @@ struct SimulationResult {
   MemoryBreakdown memory;                    // the binding GPU
   std::vector<MemoryBreakdown> memory_per_gpu;
   std::string backend;                       // SimBackend::describe()
-  double wall_seconds = 0;                   // s of wall time the run took
+  double wall_seconds = 0;                   // s of wall time the run took, summary included
+  double summary_seconds = 0;                // s of it spent in summarize() (percentile sorts)
   std::uint64_t events = 0;                  // actor activations the coordinator ran
 };
 
