@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <unistd.h>
+#include <stdexcept>
 
 namespace actorlm::sim {
 
@@ -89,9 +89,9 @@ std::vector<scheduler::TokenId> make_prompt(std::uint64_t id, std::uint32_t leng
   return out;
 }
 
-void drain_steps(driver_ptr self) {
+void drain_steps(driver_ptr self, bool final = false) {
   self->request(self->state.scheduler, caf::infinite, scheduler::sched_records_atom::value)
-      .then([self](std::vector<scheduler::StepRecord>& records) {
+      .then([self, final](std::vector<scheduler::StepRecord>& records) {
         auto& st = self->state;
         for (auto& r : records) {
           if (r.batch_size == 0) continue;  // bookkeeping only (frees, forks): no work ran
@@ -99,20 +99,20 @@ void drain_steps(driver_ptr self) {
           r.end -= st.t0;
           st.run->steps.push_back(r);
         }
-        if (st.final_drains > 0 && --st.final_drains == 0) st.run->drained = true;
+        if (final && --st.final_drains == 0) st.run->drained = true;
       });
 }
 
-void drain_requests(driver_ptr self) {
+void drain_requests(driver_ptr self, bool final = false) {
   self->request(self->state.scheduler, caf::infinite, scheduler::sched_requests_atom::value)
-      .then([self](const std::vector<scheduler::RequestRecord>& records) {
+      .then([self, final](const std::vector<scheduler::RequestRecord>& records) {
         auto& st = self->state;
         for (const auto& r : records) {
           if (r.id == 0 || r.id > st.run->timings.size()) continue;
           if (r.first_scheduled >= 0)
             st.run->timings[r.id - 1].first_scheduled_ns = r.first_scheduled - st.t0;
         }
-        if (st.final_drains > 0 && --st.final_drains == 0) st.run->drained = true;
+        if (final && --st.final_drains == 0) st.run->drained = true;
       });
 }
 
@@ -163,8 +163,8 @@ void request_done(driver_ptr self) {
   }
   if (run.done == run.workload.size()) {  // collect what the scheduler still holds
     st.final_drains = 2;
-    drain_steps(self);
-    drain_requests(self);
+    drain_steps(self, true);
+    drain_requests(self, true);
   }
 }
 
@@ -285,6 +285,8 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
                    double(clock.now().time_since_epoch().count() - t0) * 1e-9);
     std::fputc('\n', stderr);
   }
+  if (run.done == run.workload.size() && !run.drained)
+    throw std::logic_error("simulate: the scheduler's records were not collected");  // a bug
   engine::stop_engine(engine);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   sched.run();  // lets the actors see their exit messages before the system shuts down
