@@ -7,6 +7,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace actorlm::sim {
@@ -165,6 +166,15 @@ std::vector<std::string> write_reports(const ScenarioOutcome& o, const Scenario&
         chart.series.push_back(std::move(line));
       }
       write_file(wdir / "latency_vs_load.svg", render_line_chart(chart), written);
+      // The same, zoomed: points above 3x the worst latency at the lightest load are left out
+      // (non-finite points are skipped), so a saturated regime does not flatten the others.
+      double light = 0;
+      for (const auto& line : chart.series) light = std::max(light, line.y.front());
+      for (auto& line : chart.series)
+        for (double& y : line.y)
+          if (y > 3 * light) y = std::numeric_limits<double>::quiet_NaN();
+      chart.title += " (zoomed: points above " + format_fixed(3 * light, 1) + " s left out)";
+      write_file(wdir / "latency_vs_load_zoom.svg", render_line_chart(chart), written);
     }
   }
   // Memory: the same for every workload; take each regime's first run.
@@ -173,9 +183,10 @@ std::vector<std::string> write_reports(const ScenarioOutcome& o, const Scenario&
     const auto& first = o.workloads.front().points.front();
     for (std::size_t r = 0; r < o.regimes.size(); ++r)
       for (const auto& m : first[r].memory_per_gpu) {
+        // Short labels: the chart's label margin is fixed (~15 characters).
         const std::string label = m.parallelism.kind == ParallelKind::tensor
-                                      ? o.regimes[r] + ": each of " + std::to_string(m.parallelism.degree) + " GPUs"
-                                      : o.regimes[r] + ": GPU " + std::to_string(m.gpu);
+                                      ? o.regimes[r] + " TP" + std::to_string(m.parallelism.degree)
+                                      : o.regimes[r] + " GPU" + std::to_string(m.gpu);
         bars.push_back({label, components(m), static_cast<std::uint64_t>(m.device_bytes)});
       }
     const std::string title = s.name.empty() ? "memory per GPU" : s.name + ": memory per GPU";

@@ -49,7 +49,8 @@ std::string scenario_table(const ScenarioOutcome&);
 std::string memory_report(const Scenario&);
 
 // Writes DIR/<workload>/{summary.csv, requests.csv, series.csv, report.json, kv_usage.svg,
-// batch_size.svg, latency_vs_load.svg (with a sweep)} and DIR/memory.svg; returns the paths
+// batch_size.svg, latency_vs_load.svg and latency_vs_load_zoom.svg (with a sweep)} and
+// DIR/memory.svg; returns the paths
 // written. Throws std::runtime_error when a file cannot be written.
 std::vector<std::string> write_reports(const ScenarioOutcome&, const Scenario&,
                                        const std::string& dir);
