@@ -3,7 +3,9 @@
 #include "sim/plan.hpp"
 #include "sim/simulation.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace actorlm::bench {
 
@@ -40,17 +42,26 @@ SimBenchResult run_sim_bench(const SimBenchOptions& opt) {
   const auto cfg = falcon_paged("g5.48xlarge", 8);
   sim::SimulationOptions so;
   so.keep_records = false;
-  const auto run = sim::simulate(cfg, workload(opt.requests), 1, so);
-  r.run_wall_s = run.wall_seconds;
-  r.summary_s = run.summary_seconds;
-  r.sim_requests_per_s = run.summary.completed / run.wall_seconds;
-  r.simulated_s = run.summary.duration_s;
-  r.steps = run.summary.steps;
-  r.events = run.events;
-  say(std::to_string(run.summary.completed) + " requests (" + std::to_string(r.steps) + " steps, " +
-      std::to_string(r.events) + " actor activations) in " + std::to_string(run.wall_seconds) +
-      " s wall (" + std::to_string(r.summary_s) + " s of it summarizing): " +
-      std::to_string(r.sim_requests_per_s) + " simulated requests/s");
+  // Three runs: the machine may be shared, so the median is reported, and the best beside it.
+  std::vector<double> rates;
+  for (int i = 0; i < 3; ++i) {
+    const auto run = sim::simulate(cfg, workload(opt.requests), 1, so);
+    rates.push_back(run.summary.completed / run.wall_seconds);
+    if (i == 0 || rates.back() >= *std::max_element(rates.begin(), rates.end() - 1)) {
+      r.run_wall_s = run.wall_seconds;
+      r.summary_s = run.summary_seconds;
+    }
+    r.simulated_s = run.summary.duration_s;
+    r.steps = run.summary.steps;
+    r.events = run.events;
+    say(std::to_string(run.summary.completed) + " requests (" + std::to_string(r.steps) + " steps, " +
+        std::to_string(r.events) + " actor activations) in " + std::to_string(run.wall_seconds) +
+        " s wall (" + std::to_string(run.summary_seconds) + " s of it summarizing): " +
+        std::to_string(rates.back()) + " simulated requests/s");
+  }
+  std::sort(rates.begin(), rates.end());
+  r.sim_requests_per_s = rates[1];
+  r.sim_requests_per_s_best = rates[2];
 
   so.spawn_idle_ranks = true;  // the production fan-out: a Step to each of the 8 ranks
   const std::uint32_t fewer = std::max<std::uint32_t>(1, opt.requests / 4);
