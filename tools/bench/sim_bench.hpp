@@ -3,8 +3,8 @@
 // per wall second for 20,000 requests of 32 input / 128 output tokens, Falcon-40B at TP 8 on
 // g5.48xlarge, paged regime (DJL's rolling batch of 32, 1,024 prefill tokens), 32 closed-loop
 // clients, on one simulation thread (median of 3 runs). plan_seconds: wall time of a
-// 100-configuration capacity search (5 instance/degree pairs x 2 regimes x 5 max_num_seqs x 2 token budgets) of 1,000
-// requests each, on every core.
+// 100-configuration capacity search (5 instance/degree pairs x 2 regimes x 5 max_num_seqs x
+// 2 token budgets) of 1,000 requests each, on every core.
 
 #include <cstdint>
 #include <functional>
