@@ -262,17 +262,22 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
                            ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
                            : std::nullopt);
 
-  const bool show = options.progress;
-  auto last_print = std::chrono::steady_clock::now();
+  // The bar appears once a run has taken 0.5 s of wall time: short runs print nothing.
+  const auto virtual_s = [&] {
+    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      clock.now().time_since_epoch()).count() - t0) * 1e-9;
+  };
+  auto last_print = wall0 + std::chrono::milliseconds(300);
+  bool printed = false;
   std::uint64_t events = 0;
   for (;;) {
     while (sched.try_run_once()) {
-      if ((++events & 0xFFFF) == 0 && show) {
+      if ((++events & 0xFFFF) == 0 && options.progress) {
         const auto now = std::chrono::steady_clock::now();
         if (now - last_print > std::chrono::milliseconds(200)) {
           last_print = now;
-          const double t_s = double((clock.now().time_since_epoch()).count()) * 1e-9;
-          print_progress(options.label, run.done, run.workload.size(), t_s - double(t0) * 1e-9);
+          printed = true;
+          print_progress(options.label, run.done, run.workload.size(), virtual_s());
         }
       }
     }
@@ -280,9 +285,8 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
     const auto next = clock.schedule().begin()->first;
     clock.advance_time(next - clock.now());
   }
-  if (show) {
-    print_progress(options.label, run.done, run.workload.size(),
-                   double(clock.now().time_since_epoch().count() - t0) * 1e-9);
+  if (printed) {
+    print_progress(options.label, run.done, run.workload.size(), virtual_s());
     std::fputc('\n', stderr);
   }
   if (run.done == run.workload.size() && !run.drained)
