@@ -81,6 +81,8 @@ std::optional<ApiError> CompletionSession::start() {
     spec.sampling.seed = seed + i;  // the prompts of one call differ; a seed still reproduces the call
     spec.sampling.logprobs = req_.logprobs;
     spec.sampling.top_logprobs = req_.top_logprobs;
+    spec.sampling.presence_penalty = req_.presence_penalty;
+    spec.sampling.frequency_penalty = req_.frequency_penalty;
     const auto id = spec.id;
     const auto status = model_.engine().submit(std::move(spec), channel_->sink());
     if (status != scheduler::SubmitStatus::accepted) {

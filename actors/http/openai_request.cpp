@@ -200,9 +200,6 @@ CompletionRequest parse(Endpoint ep, const json& body) {
   }
   if (has("presence_penalty")) r.presence_penalty = static_cast<float>(number(body["presence_penalty"], "presence_penalty", -2, 2));
   if (has("frequency_penalty")) r.frequency_penalty = static_cast<float>(number(body["frequency_penalty"], "frequency_penalty", -2, 2));
-  // The samplers have no repetition penalties yet: refuse rather than silently ignore them.
-  if (r.presence_penalty != 0) fail("presence_penalty", "non-zero penalties are not supported by this server yet");
-  if (r.frequency_penalty != 0) fail("frequency_penalty", "non-zero penalties are not supported by this server yet");
   if (has("user")) r.user = string(body["user"], "user");
   if (has("priority")) r.priority = static_cast<std::int32_t>(integer(body["priority"], "priority", -1'000'000, 1'000'000));
   if (has("stream")) r.stream = boolean(body["stream"], "stream");

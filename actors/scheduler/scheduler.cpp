@@ -46,7 +46,9 @@ namespace {
 bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
   const auto& p = s.sampling;
   if (!(p.temperature >= 0.0f && p.temperature <= 1e6f) || !(p.top_p > 0.0f && p.top_p <= 1.0f) ||
-      p.top_k < 0 || !(p.min_p >= 0.0f && p.min_p <= 1.0f))
+      p.top_k < 0 || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
+      !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
+      !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
     return false;
   if (vocab == 0) return true;
   const auto in_vocab = [vocab](TokenId t) { return t >= 0 && static_cast<std::uint32_t>(t) < vocab; };

@@ -19,6 +19,9 @@ shard::SeqWork Scheduler::make_work(const Request& r, const Seq& s, const Work& 
   out.first_position = w.begin;
   out.block_table = s.table;
   out.num_samples = w.num_samples;
+  // Penalties need the sample's own output; other requests do not pay for sending it.
+  if (w.num_samples > 0 && r.spec.sampling.has_penalties())
+    out.output_tokens.assign(s.tokens.end() - s.generated, s.tokens.end());
   return out;
 }
 

@@ -69,7 +69,14 @@ StepResult CpuShard::execute(const Step& step) {
     std::size_t row = 0;
     for (const auto& w : step.seqs) {
       if (w.padding || w.tokens.empty() || w.num_samples == 0) continue;
-      const std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      std::span<const float> logits(logits_.data() + row * vocab, vocab);
+      if (w.sampling.has_penalties()) {
+        // Penalised logits: the draw and the reported log-probabilities both use them.
+        penalised_.assign(logits.begin(), logits.end());
+        kernels::cpu::apply_penalties(penalised_, w.output_tokens, w.sampling.presence_penalty,
+                                      w.sampling.frequency_penalty);
+        logits = penalised_;
+      }
       const auto params = sampler_params(w.sampling);
       const std::uint64_t position = w.first_position + w.tokens.size();
       for (std::uint32_t j = 0; j < w.num_samples; ++j) {

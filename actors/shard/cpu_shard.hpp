@@ -36,6 +36,7 @@ class CpuShard {
   kernels::cpu::Transformer transformer_;
   std::vector<kernels::cpu::ForwardSeq> batch_;
   std::vector<float> logits_;  // [rows, vocab]
+  std::vector<float> penalised_;  // [vocab]: one row with repetition penalties applied
 };
 
 }  // namespace actorlm::shard

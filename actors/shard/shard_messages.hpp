@@ -20,6 +20,9 @@ struct SamplingParams {
   std::uint64_t seed = 0;    // with (sample, position): reproducible draws
   bool logprobs = false;
   std::uint32_t top_logprobs = 0;
+  float presence_penalty = 0.0f;   // [-2, 2], subtracted once from every generated token's logit
+  float frequency_penalty = 0.0f;  // [-2, 2], subtracted per occurrence (OpenAI's definition)
+  bool has_penalties() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
 };
 
 // One sequence's work in a step.
@@ -37,6 +40,8 @@ struct SeqWork {
   bool padding = false;                 // dynamic batching: a finished member kept in the
                                         // padded batch; costs compute, writes and samples nothing
   SamplingParams sampling;
+  std::vector<kv::TokenId> output_tokens;  // this sample's generated tokens so far: sent only
+                                           // when it samples and its sampling has penalties
 };
 
 struct Step {

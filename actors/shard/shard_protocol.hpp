@@ -20,12 +20,12 @@ using shard_actor = caf::typed_actor<caf::replies_to<Step>::with<StepResult>>;
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
-           x.seed, x.logprobs, x.top_logprobs);
+           x.seed, x.logprobs, x.top_logprobs, x.presence_penalty, x.frequency_penalty);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SeqWork& x) {
   return f(caf::meta::type_name("SeqWork"), x.seq, x.request, x.sample, x.tokens,
-           x.first_position, x.block_table, x.num_samples, x.padding, x.sampling);
+           x.first_position, x.block_table, x.num_samples, x.padding, x.sampling, x.output_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Step& x) {

@@ -1,5 +1,7 @@
 #include "kernels/cpu/sampling.hpp"
 
+#include <unordered_map>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -388,6 +390,14 @@ Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t s
   out.logprob = float(stats.log_prob(clean(logits[std::size_t(out.token)])));
   out.top = top_logprobs(logits, stats, p.top_logprobs);
   return out;
+}
+
+void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence,
+                     float frequency) {
+  std::unordered_map<int32_t, uint32_t> counts;
+  for (int32_t t : generated)
+    if (t >= 0 && static_cast<std::size_t>(t) < logits.size()) ++counts[t];
+  for (const auto& [t, c] : counts) logits[static_cast<std::size_t>(t)] -= presence + float(c) * frequency;
 }
 
 }  // namespace actorlm::kernels::cpu

@@ -69,6 +69,12 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t stream,
                uint64_t position);
 
+// OpenAI's repetition penalties, in place: every token id t that occurs c > 0 times in
+// `generated` loses presence + c * frequency from its logit. logits: [vocab]; ids outside it
+// are ignored.
+void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence,
+                     float frequency);
+
 // The uniform number in [0, 1) behind a draw: splitmix64 chained over (seed, stream, position),
 // top 53 bits. Exposed so that another backend can reproduce the same draws.
 double counter_uniform(uint64_t seed, uint64_t stream, uint64_t position);

@@ -172,3 +172,17 @@ BOOST_AUTO_TEST_CASE(models_health_ready_and_metrics_answer) {
   BOOST_TEST(metric(m->body, "actorlm_kv_cache_total_blocks") > 0);
   BOOST_TEST(m->body.find("# TYPE actorlm_time_to_first_token_seconds histogram") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(presence_penalty_keeps_greedy_from_repeating_itself) {
+  // Greedy SmolLM2 loops back to "The capital of France is" when continuing this prompt; with
+  // a strong presence penalty (OpenAI's definition, applied on the shard) it moves on.
+  auto text = [](double presence) {
+    return completion({{"model", kModel}, {"prompt", "The capital of France is Paris. The capital of France is"},
+                       {"max_tokens", 24}, {"temperature", 0}, {"presence_penalty", presence}})["choices"][0]["text"]
+        .get<std::string>();
+  };
+  const std::string plain = text(0), penalised = text(2);
+  BOOST_TEST(plain.find("The capital of France is") != std::string::npos, plain);
+  BOOST_TEST(penalised.find("The capital of France is") == std::string::npos, penalised);
+  BOOST_TEST(text(2) == penalised, "penalties are deterministic");
+}

@@ -68,7 +68,7 @@ const std::vector<BadRequest> cases = {
     {"stop_empty_string", C, "{" + M + R"(,"prompt":"x","stop":[""]})", 400, "stop", "must not be empty"},
     {"completion_logprobs_above_five", C, "{" + M + R"(,"prompt":"x","logprobs":6})", 400, "logprobs", "must be in [0, 5], found 6"},
     {"chat_top_logprobs_without_logprobs", H, "{" + M + "," + U + R"(,"top_logprobs":2})", 400, "top_logprobs", "needs \"logprobs\": true"},
-    {"presence_penalty_unsupported", C, "{" + M + R"(,"prompt":"x","presence_penalty":0.5})", 400, "presence_penalty", "not supported"},
+    {"presence_penalty_a_string", C, "{" + M + R"(,"prompt":"x","presence_penalty":"high"})", 400, "presence_penalty", "expected a number in [-2, 2], found a string"},
     {"frequency_penalty_out_of_range", C, "{" + M + R"(,"prompt":"x","frequency_penalty":3})", 400, "frequency_penalty", "must be in [-2, 2], found 3"},
     {"stream_a_string", C, "{" + M + R"(,"prompt":"x","stream":"yes"})", 400, "stream", "expected a boolean, found a string"},
     {"stream_options_without_stream", C, "{" + M + R"(,"prompt":"x","stream_options":{"include_usage":true}})", 400, "stream_options",

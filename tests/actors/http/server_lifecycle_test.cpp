@@ -64,10 +64,13 @@ BOOST_AUTO_TEST_CASE(a_streaming_client_that_hangs_up_has_its_request_aborted_an
   int events = 0;
   post_stream(c, "/v1/completions", {{"model", kModel}, {"prompt", "List of numbers:"}, {"max_tokens", 1500}, {"stream", true}},
               [&](const Stream& st) { return (events = int(st.data.size())) < 3; });
+  const auto hung_up = std::chrono::steady_clock::now();
   BOOST_TEST(events >= 3);
   BOOST_TEST(metrics_reach(s, [](const std::string& m) {
     return metric(m, "actorlm_kv_cache_used_blocks") == 0 && metric(m, "actorlm_num_requests_running") == 0;
-  }, std::chrono::seconds(3)));
+  }, std::chrono::seconds(10)));
+  BOOST_TEST_MESSAGE("blocks free " << std::chrono::duration<double>(std::chrono::steady_clock::now() - hung_up).count()
+                                    << " s after the hang-up");
   auto m = c.Get("/metrics");
   BOOST_TEST(m->body.find("actorlm_request_success_total{finished_reason=\"abort\"} 1") != std::string::npos, m->body);
 }
@@ -89,7 +92,7 @@ BOOST_AUTO_TEST_CASE(a_non_streaming_client_that_hangs_up_has_its_request_aborte
   ::close(fd);
   BOOST_TEST(metrics_reach(s, [](const std::string& m) {
     return metric(m, "actorlm_kv_cache_used_blocks") == 0 && metric(m, "actorlm_num_requests_running") == 0;
-  }, std::chrono::seconds(3)));
+  }, std::chrono::seconds(10)));
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_drains_in_flight_requests_refuses_new_ones_and_exits_zero) {
@@ -118,7 +121,7 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_in_flight_requests_refuses_new_ones_and_exit
   BOOST_REQUIRE(!in_flight.data.empty());
   BOOST_TEST(in_flight.data.back() == "[DONE]", "the request in flight finished");
   BOOST_TEST(in_flight.chunks().back()["choices"][0]["finish_reason"] == "length");
-  BOOST_TEST(s.wait_exit(std::chrono::seconds(20)) == 0, s.log());
+  BOOST_TEST(s.wait_exit(std::chrono::seconds(120)) == 0, s.log());
 }
 
 BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
@@ -133,6 +136,6 @@ BOOST_AUTO_TEST_CASE(a_second_signal_exits_at_once) {
   s.signal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   s.signal(SIGINT);
-  BOOST_TEST(s.wait_exit(std::chrono::seconds(5)) == 128 + SIGINT);
+  BOOST_TEST(s.wait_exit(std::chrono::seconds(10)) == 128 + SIGINT);
   t.join();
 }

@@ -251,3 +251,21 @@ BOOST_DATA_TEST_CASE(rejects_empty_or_fully_masked_rows_and_out_of_range_paramet
     BOOST_TEST(std::string(e.what()).find(c.mentions) != std::string::npos, e.what());
   }
 }
+
+BOOST_AUTO_TEST_CASE(penalties_subtract_presence_once_and_frequency_per_occurrence) {
+  std::vector<float> logits = {1, 1, 1, 1};
+  const std::vector<int32_t> generated = {2, 2, 3, 2, 7, -1};  // 7 and -1 lie outside: ignored
+  apply_penalties(logits, generated, 0.5f, 0.25f);
+  BOOST_TEST(logits[0] == 1.0f);
+  BOOST_TEST(logits[1] == 1.0f);
+  BOOST_TEST(logits[2] == 1.0f - 0.5f - 3 * 0.25f);
+  BOOST_TEST(logits[3] == 1.0f - 0.5f - 0.25f);
+}
+
+BOOST_AUTO_TEST_CASE(a_strong_presence_penalty_moves_greedy_off_a_generated_token) {
+  std::vector<float> logits = {0.0f, 3.0f, 2.0f};
+  apply_penalties(logits, std::vector<int32_t>{1}, 2.0f, 0.0f);
+  SamplerParams greedy;
+  greedy.temperature = 0;
+  BOOST_TEST(sample(logits, greedy, 0, 0).token == 2);
+}
