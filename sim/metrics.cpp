@@ -91,15 +91,28 @@ double percentile(std::span<const double> sorted, double p) {
 Stats stats_of(std::vector<double> samples) {
   Stats s;
   if (samples.empty()) return s;
-  std::sort(samples.begin(), samples.end());
-  double sum = 0;
-  for (double x : samples) sum += x;
+  double sum = 0, max = samples.front();
+  for (double x : samples) {
+    sum += x;
+    max = std::max(max, x);
+  }
   s.count = samples.size();
   s.mean = sum / static_cast<double>(samples.size());
-  s.p50 = percentile(samples, 50);
-  s.p90 = percentile(samples, 90);
-  s.p99 = percentile(samples, 99);
-  s.max = samples.back();
+  s.max = max;
+  // Three selections instead of a full sort (the sort was 5 % of a 20,000-request simulation):
+  // each nth_element leaves the smaller values before its index, so the next one searches
+  // only that prefix. Same values as percentile() on the sorted samples.
+  auto index = [&](double p) {
+    const double rank = std::ceil(p * static_cast<double>(samples.size()) / 100.0);
+    return static_cast<std::size_t>(std::clamp(rank, 1.0, double(samples.size()))) - 1;
+  };
+  auto end = samples.end();
+  for (auto [p, out] : {std::pair{99.0, &s.p99}, std::pair{90.0, &s.p90}, std::pair{50.0, &s.p50}}) {
+    const auto at = samples.begin() + static_cast<std::ptrdiff_t>(index(p));
+    std::nth_element(samples.begin(), at, end);
+    *out = *at;
+    end = at + 1;
+  }
   return s;
 }
 

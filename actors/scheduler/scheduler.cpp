@@ -153,6 +153,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
     throw std::logic_error("Scheduler::on_executed: no such step in flight");
   in_flight_ = false;
   StepEvents ev;
+  ev.tokens.reserve(result.tokens.size());
   std::size_t next = 0;
   std::vector<RequestId> done;
   for (const Work& w : planned_) {
