@@ -2,6 +2,7 @@
 // Little's law on random records, and the bounded time series.
 #define BOOST_TEST_MODULE sim_metrics
 #include "sim/metrics.hpp"
+#include "tests/sim/tiny_run.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -12,26 +13,7 @@
 using namespace actorlm::sim;
 using actorlm::scheduler::StepRecord;
 
-namespace {
-
-constexpr std::int64_t s = 1'000'000'000;  // ns
-
-// A: arrives at 0, scheduled at 0.5 s, tokens at 1, 1.5, 2, 2.5, 3 s.
-// B: arrives at 1 s, scheduled at once, its one token at 2 s.  C: refused.
-std::vector<RequestTiming> tiny_run() {
-  RequestTiming a{1, 0, 1 * s, 3 * s, 10, 5, {s, 3 * s / 2, 2 * s, 5 * s / 2, 3 * s}, true, s / 2};
-  RequestTiming b{2, 1 * s, 2 * s, 2 * s, 20, 1, {2 * s}, true, 1 * s};
-  RequestTiming c{3, 2 * s, -1, -1, 30, 0, {}, false, -1};
-  return {a, b, c};
-}
-
-std::vector<StepRecord> tiny_steps() {
-  StepRecord first{1, 0, 1 * s, 2, 30, 0, 2, 8, 0};
-  StepRecord second{2, 1 * s, 4 * s, 4, 0, 4, 4, 8, 1};
-  return {first, second};
-}
-
-}  // namespace
+using namespace actorlm::sim::testing;
 
 BOOST_AUTO_TEST_CASE(percentiles_are_nearest_rank) {
   const std::vector<double> ten = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};

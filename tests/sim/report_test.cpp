@@ -1,6 +1,7 @@
 // Reports: the aligned table, CSV and JSON, exact for small inputs and byte-identical on reruns.
 #define BOOST_TEST_MODULE sim_report
 #include "sim/report.hpp"
+#include "tests/sim/tiny_run.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -12,23 +13,13 @@
 
 using namespace actorlm::sim;
 using actorlm::scheduler::StepRecord;
+using namespace actorlm::sim::testing;
 
 namespace {
 
-constexpr std::int64_t s = 1'000'000'000;  // ns
-
-// The run of metrics_test: A (5 tokens, 3 s), B (1 token, 1 s), C refused.
-std::vector<RequestTiming> tiny_run() {
-  RequestTiming a{1, 0, 1 * s, 3 * s, 10, 5, {s, 3 * s / 2, 2 * s, 5 * s / 2, 3 * s}, true, s / 2};
-  RequestTiming b{2, 1 * s, 2 * s, 2 * s, 20, 1, {2 * s}, true, 1 * s};
-  RequestTiming c{3, 2 * s, -1, -1, 30, 0, {}, false, -1};
-  return {a, b, c};
-}
-
 std::vector<RegimeResult> two_regimes() {
   const auto requests = tiny_run();
-  const std::vector<StepRecord> steps = {{1, 0, 1 * s, 2, 30, 0, 2, 8, 0},
-                                         {2, 1 * s, 4 * s, 4, 0, 4, 4, 8, 1}};
+  const std::vector<StepRecord> steps = tiny_steps();
   SummaryOptions options;
   options.slo.ttft_s = 1.0;
   Summary dynamic;
