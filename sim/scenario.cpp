@@ -165,7 +165,8 @@ void parse_one_workload(toml::table& table, const std::string& key, bool needs_n
   else if (needs_name && !table.get("name")) errors.at(&table, key + ".name", "missing");
   if (w.name.empty()) w.name = "workload";
   w.load_sweep = list_of<double>(table, "load_sweep", key + ".", errors);
-  const toml::node* sweep = table.get("load_sweep");
+  // Where load_sweep was written, kept before the erase below frees its node.
+  const toml::source_region sweep_at = table.get("load_sweep") ? table.get("load_sweep")->source() : table.source();
   table.erase("name");
   table.erase("load_sweep");
   auto parsed = parse_workload(table, key);
@@ -175,8 +176,8 @@ void parse_one_workload(toml::table& table, const std::string& key, bool needs_n
   const bool rated = std::holds_alternative<PoissonArrivals>(w.spec.arrival) ||
                      std::holds_alternative<GammaArrivals>(w.spec.arrival);
   if (!w.load_sweep.empty() && !rated)
-    errors.at(sweep ? sweep : &table, key + ".load_sweep",
-              "needs a poisson or gamma arrival process (its rate is what is swept)");
+    errors.list.push_back({errors.file, sweep_at.begin.line, sweep_at.begin.column, key + ".load_sweep",
+                           "needs a poisson or gamma arrival process (its rate is what is swept)"});
   for (const auto& other : s.workloads)
     if (other.name == w.name) errors.at(&table, key + ".name", "duplicate workload \"" + w.name + "\"");
   s.workloads.push_back(std::move(w));

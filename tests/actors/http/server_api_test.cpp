@@ -164,8 +164,8 @@ BOOST_AUTO_TEST_CASE(models_health_ready_and_metrics_answer) {
   auto models = c.Get("/v1/models");
   BOOST_REQUIRE(models);
   BOOST_TEST(json::parse(models->body)["data"][0]["id"] == kModel);
-  BOOST_TEST(c.Get("/health")->status == 200);
-  BOOST_TEST(c.Get("/ready")->status == 200);
+  BOOST_TEST(status_of(c.Get("/health")) == 200);
+  BOOST_TEST(status_of(c.Get("/ready")) == 200);
   auto m = c.Get("/metrics");
   BOOST_REQUIRE(m);
   BOOST_TEST(metric(m->body, "actorlm_ready") == 1);

@@ -72,6 +72,7 @@ BOOST_AUTO_TEST_CASE(a_streaming_client_that_hangs_up_has_its_request_aborted_an
   BOOST_TEST_MESSAGE("blocks free " << std::chrono::duration<double>(std::chrono::steady_clock::now() - hung_up).count()
                                     << " s after the hang-up");
   auto m = c.Get("/metrics");
+  BOOST_REQUIRE(m);
   BOOST_TEST(m->body.find("actorlm_request_success_total{finished_reason=\"abort\"} 1") != std::string::npos, m->body);
 }
 

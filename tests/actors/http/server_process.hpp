@@ -125,6 +125,9 @@ class ServerProcess {
   std::string log_;
 };
 
+// The status of a response, 0 when none came (so a failed exchange fails a check, not the test binary).
+inline int status_of(const httplib::Result& r) { return r ? r->status : 0; }
+
 inline httplib::Result post_json(httplib::Client& c, const std::string& path, const json& body) {
   return c.Post(path, body.dump(), "application/json");
 }
