@@ -47,58 +47,41 @@ Engine::Engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
 
 Engine::~Engine() { stop_engine(actors_); }
 
+namespace {
+
+// One blocking request to an engine actor on a scoped actor of its own; an error reply throws.
+template <class Result, class Handle, class... Args>
+Result ask(caf::actor_system& sys, const Handle& dest, Args&&... args) {
+  Result out{};
+  caf::scoped_actor self{sys};
+  self->request(dest, caf::infinite, std::forward<Args>(args)...)
+      .receive([&](Result& r) { out = std::move(r); },
+               [&](caf::error& e) { throw std::runtime_error(sys.render(e)); });
+  return out;
+}
+
+}  // namespace
+
 scheduler::SubmitStatus Engine::submit(scheduler::RequestSpec spec, scheduler::token_sink sink) {
-  auto status = scheduler::SubmitStatus::invalid;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.scheduler, caf::infinite, std::move(spec), std::move(sink))
-      .receive([&](scheduler::SubmitStatus s) { status = s; },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return status;
+  return ask<scheduler::SubmitStatus>(sys_, actors_.scheduler, std::move(spec), std::move(sink));
 }
 
 bool Engine::abort(scheduler::RequestId id) {
-  bool known = false;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.scheduler, caf::infinite, scheduler::sched_abort_atom::value, id)
-      .receive([&](bool k) { known = k; },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return known;
+  return ask<bool>(sys_, actors_.scheduler, scheduler::sched_abort_atom::value, id);
 }
 
 scheduler::EngineStats Engine::stats() {
-  scheduler::EngineStats out;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.scheduler, caf::infinite, scheduler::sched_stats_atom::value)
-      .receive([&](scheduler::EngineStats& s) { out = std::move(s); },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return out;
+  return ask<scheduler::EngineStats>(sys_, actors_.scheduler, scheduler::sched_stats_atom::value);
 }
 
-kv::KvStats Engine::kv_stats() {
-  kv::KvStats out;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.block_manager, caf::infinite, kv::kv_stats_atom::value)
-      .receive([&](kv::KvStats& s) { out = s; },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return out;
-}
+kv::KvStats Engine::kv_stats() { return ask<kv::KvStats>(sys_, actors_.block_manager, kv::kv_stats_atom::value); }
 
 std::vector<scheduler::StepRecord> Engine::take_step_records() {
-  std::vector<scheduler::StepRecord> out;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.scheduler, caf::infinite, scheduler::sched_records_atom::value)
-      .receive([&](std::vector<scheduler::StepRecord>& r) { out = std::move(r); },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return out;
+  return ask<std::vector<scheduler::StepRecord>>(sys_, actors_.scheduler, scheduler::sched_records_atom::value);
 }
 
 std::vector<scheduler::RequestRecord> Engine::take_request_records() {
-  std::vector<scheduler::RequestRecord> out;
-  caf::scoped_actor self{sys_};
-  self->request(actors_.scheduler, caf::infinite, scheduler::sched_requests_atom::value)
-      .receive([&](std::vector<scheduler::RequestRecord>& r) { out = std::move(r); },
-               [&](caf::error& e) { throw std::runtime_error(sys_.render(e)); });
-  return out;
+  return ask<std::vector<scheduler::RequestRecord>>(sys_, actors_.scheduler, scheduler::sched_requests_atom::value);
 }
 
 }  // namespace actorlm::engine
