@@ -3,7 +3,7 @@
 #include "sim/plan.hpp"
 
 #include "sim/report.hpp"
-#include "sim/sim_backend.hpp"
+#include "sim/backend/sim_backend.hpp"
 #include "sim/simulation.hpp"
 
 #include <algorithm>

@@ -3,8 +3,8 @@
 // (sim::parse_workload) and the scenario's own tables, and locates every error in the file.
 #include "sim/scenario.hpp"
 
-#include "sim/catalogue.hpp"
-#include "sim/sim_backend.hpp"
+#include "sim/model/catalogue.hpp"
+#include "sim/backend/sim_backend.hpp"
 
 #include <toml++/toml.h>
 

@@ -1,7 +1,7 @@
 // run_scenario and the files of `actorlm simulate --out DIR`.
 #include "sim/scenario_run.hpp"
 
-#include "sim/sim_backend.hpp"
+#include "sim/backend/sim_backend.hpp"
 #include "sim/svg_plot.hpp"
 
 #include <cctype>

@@ -6,7 +6,7 @@
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/scheduler/scheduler_protocol.hpp"
 #include "actors/shard/shard_protocol.hpp"
-#include "sim/sim_backend.hpp"
+#include "sim/backend/sim_backend.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

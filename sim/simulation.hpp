@@ -9,8 +9,8 @@
 
 #include "actors/config/config.hpp"
 #include "actors/scheduler/request.hpp"
-#include "sim/catalogue.hpp"
-#include "sim/memory_model.hpp"
+#include "sim/model/catalogue.hpp"
+#include "sim/model/memory_model.hpp"
 #include "sim/metrics.hpp"
 #include "sim/workload.hpp"
 

@@ -23,8 +23,8 @@ class TokenizerDetokenizer final : public Detokenizer {
 
 class TokenizerCodec final : public TextCodec {
  public:
-  TokenizerCodec(const model::Tokenizer& t, model::ChatFormat f, std::string system)
-      : tok_(t), format_(f), system_(std::move(system)) {}
+  TokenizerCodec(std::shared_ptr<const model::Tokenizer> t, model::ChatFormat f, std::string system)
+      : owned_(std::move(t)), tok_(*owned_), format_(f), system_(std::move(system)) {}
   std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const override {
     return tok_.encode(model::render_chat(format_, m, true, system_), true);
   }
@@ -46,6 +46,7 @@ class TokenizerCodec final : public TextCodec {
   std::uint32_t size() const override { return static_cast<std::uint32_t>(tok_.size()); }
 
  private:
+  std::shared_ptr<const model::Tokenizer> owned_;
   const model::Tokenizer& tok_;
   model::ChatFormat format_;
   std::string system_;
@@ -115,9 +116,9 @@ class SyntheticCodec final : public TextCodec {
 
 }  // namespace
 
-std::unique_ptr<TextCodec> make_tokenizer_codec(const model::Tokenizer& t, model::ChatFormat f,
+std::unique_ptr<TextCodec> make_tokenizer_codec(std::shared_ptr<const model::Tokenizer> t, model::ChatFormat f,
                                                 std::string default_system) {
-  return std::make_unique<TokenizerCodec>(t, f, std::move(default_system));
+  return std::make_unique<TokenizerCodec>(std::move(t), f, std::move(default_system));
 }
 
 std::unique_ptr<TextCodec> make_synthetic_codec(std::uint32_t vocab_size) {

@@ -41,7 +41,7 @@ class TextCodec {
 };
 
 // The model's tokenizer and chat format.
-std::unique_ptr<TextCodec> make_tokenizer_codec(const model::Tokenizer&, model::ChatFormat,
+std::unique_ptr<TextCodec> make_tokenizer_codec(std::shared_ptr<const model::Tokenizer>, model::ChatFormat,
                                                 std::string default_system);
 
 // For the sim backend: about one token per 4 bytes of text (words split into 4-byte pieces,

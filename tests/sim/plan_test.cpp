@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE plan
 #include <boost/test/unit_test.hpp>
 
-#include "sim/catalogue.hpp"
+#include "sim/model/catalogue.hpp"
 #include "sim/plan.hpp"
 #include "sim/scenario.hpp"
 

@@ -8,8 +8,8 @@
 #include "sim/report.hpp"
 #include "sim/scenario.hpp"
 #include "sim/scenario_run.hpp"
-#include "sim/sim_backend.hpp"
-#include "sim/sim_shard.hpp"
+#include "sim/backend/sim_backend.hpp"
+#include "sim/backend/sim_shard.hpp"
 #include "sim/simulation.hpp"
 
 #include <algorithm>

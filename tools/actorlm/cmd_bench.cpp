@@ -55,6 +55,7 @@ int run_scheduler(std::uint32_t steps, std::uint32_t threads) {
     j["step_overhead_us_" + n] = p.step_overhead_us;
     j["step_p90_us_" + n] = p.p90_us;
     j["measured_steps_" + n] = p.steps;
+    j["step_bytes_" + n] = p.step_bytes;
   }
   std::cout << j.dump() << std::endl;
   return 0;

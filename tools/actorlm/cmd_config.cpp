@@ -1,9 +1,11 @@
 // actorlm config check | show: validate a config file, or print its effective values.
 #include "actors/config/config.hpp"
+#include "actors/serving/backend.hpp"
 #include "tools/actorlm/commands.hpp"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -35,7 +37,7 @@ int report_errors(const Loaded& loaded) {
 // Registers `config NAME [FILE]`: loads FILE (or the embedded default), reports its errors, or
 // runs `on_valid` on it.
 void add_file_command(CLI::App& config, const char* name, const char* help, int& exit_code,
-                      void (*on_valid)(const Loaded&)) {
+                      int (*on_valid)(const Loaded&)) {
   // CLI11 writes the option into storage that must outlive this function: the callback owns it.
   auto file = std::make_shared<std::string>();
   CLI::App* command = config.add_subcommand(name, help);
@@ -46,8 +48,7 @@ void add_file_command(CLI::App& config, const char* name, const char* help, int&
       exit_code = report_errors(loaded);
       return;
     }
-    on_valid(loaded);
-    exit_code = 0;
+    exit_code = on_valid(loaded);
   });
 }
 
@@ -68,10 +69,26 @@ void add_config_command(CLI::App& app, int& exit_code) {
   config->require_subcommand(1);
   add_file_command(
       *config, "check", "Validate a config file; print every problem as FILE:LINE:COLUMN: KEY: MESSAGE",
-      exit_code, [](const Loaded& loaded) { std::cout << loaded.name << ": ok\n"; });
+      exit_code, [](const Loaded& loaded) {
+        // The schema knows every backend name; this build may lack one (cuda without nvcc).
+        const auto name = std::string(config::to_string(loaded.result.config.engine.backend));
+        const auto built = serving::registered_backends();
+        if (std::find(built.begin(), built.end(), name) == built.end()) {
+          std::string known;
+          for (const auto& b : built) known += (known.empty() ? "" : ", ") + b;
+          std::cerr << loaded.name << ": engine.backend: \"" << name << "\" is not available in this build (built with: "
+                    << known << ")\n";
+          return 1;
+        }
+        std::cout << loaded.name << ": ok\n";
+        return 0;
+      });
   add_file_command(
       *config, "show", "Print the effective configuration of FILE as TOML, every default filled in",
-      exit_code, [](const Loaded& loaded) { std::cout << config::to_toml(loaded.result.config); });
+      exit_code, [](const Loaded& loaded) {
+        std::cout << config::to_toml(loaded.result.config);
+        return 0;
+      });
 }
 
 }  // namespace actorlm::tools

@@ -1,7 +1,7 @@
 // actorlm generate: one prompt through the real engine on the cpu backend, text streamed to
 // stdout as tokens arrive; timing on stderr. The quickest way to see the model answer.
 #include "actors/engine/completions.hpp"
-#include "actors/shard/cpu_backend.hpp"
+#include "actors/shard/cpu/cpu_backend.hpp"
 #include "model/format/gguf_file.hpp"
 #include "model/format/tensor_source.hpp"
 #include "model/tokenizer/chat_template.hpp"
@@ -35,11 +35,6 @@ int run_generate(const GenerateOptions& o) {
   if (!cfg) return 1;
   if (!o.model.empty()) cfg->model.path = o.model;
   if (o.tp > 0) cfg->engine.tensor_parallel_degree = o.tp;
-  if (cfg->engine.backend != config::Backend::cpu) {
-    std::cerr << "generate: engine.backend must be \"cpu\" (found \"" << config::to_string(cfg->engine.backend)
-              << "\")\n";
-    return 1;
-  }
   try {
     caf::actor_system_config sys_cfg;
     serving::register_engine_types(sys_cfg);
@@ -48,15 +43,9 @@ int run_generate(const GenerateOptions& o) {
     const auto prompt = o.raw ? session.raw_prompt(o.prompt) : session.chat_prompt({{"user", o.prompt}});
     spdlog::info("prompt: {} tokens", prompt.size());
 
-    model::IncrementalDetokenizer detok(session.tokenizer());
-    const auto& tok = session.tokenizer();
+    const auto detok = session.codec().detokenizer();  // special tokens show no text
     engine::Completions done(
-        sys, 1,
-        [&](const scheduler::TokenEvent& t) {
-          // The model's vocabulary may be padded past the tokenizer's: such ids have no text.
-          if (static_cast<std::size_t>(t.token) < tok.size() && !tok.is_special(t.token))
-            std::cout << detok.push(t.token) << std::flush;
-        },
+        sys, 1, [&](const scheduler::TokenEvent& t) { std::cout << detok->push(t.token) << std::flush; },
         session.engine().actors().scheduler);
     scheduler::RequestSpec spec = session.request(1, prompt, o.max_tokens);
     spec.sampling.temperature = o.temperature;
@@ -77,11 +66,11 @@ int run_generate(const GenerateOptions& o) {
       return 1;
     }
     if (!done.wait_finished(1, std::chrono::hours(24))) {
-      std::cout << detok.flush() << std::endl;
+      std::cout << detok->flush() << std::endl;
       std::cerr << "generate: " << (done.failure().empty() ? "no answer within 24 hours" : done.failure()) << '\n';
       return 1;
     }
-    std::cout << detok.flush() << std::endl;
+    std::cout << detok->flush() << std::endl;
     auto out = done.take().at(1);
     const double ttft = std::chrono::duration<double>(out.first_token - start).count();
     const double total = std::chrono::duration<double>(out.finished - start).count();

@@ -2,7 +2,9 @@
 
 #include "actors/engine/completions.hpp"
 #include "actors/serving/served_model.hpp"
+#include "actors/shard/cpu/cpu_backend.hpp"
 #include "kernels/cpu/model/transformer.hpp"
+#include "model/format/open.hpp"
 #include "model/format/tensor_source.hpp"
 
 #include <caf/actor_system.hpp>
@@ -78,16 +80,17 @@ CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
 
 // One request at a time, prefill then one decode step per token, on its own copy of the
 // weights: the forward the shards run, without the engine.
-double run_sequential(const serving::ServedModel& m, const std::vector<std::vector<model::Token>>& prompts,
+double run_sequential(const std::string& model_path, const std::vector<std::vector<model::Token>>& prompts,
                       std::uint32_t max_tokens, double& seconds) {
-  const auto& b = m.backend();
-  const auto weights = kernels::cpu::load_weights(*b.source, b.spec);
+  const auto source = model::open_tensor_source(model_path);
+  const auto spec = kernels::cpu::read_model_spec(*source);
+  const auto weights = kernels::cpu::load_weights(*source, spec);
   kernels::cpu::Transformer t(weights);
   constexpr std::uint32_t block_size = 16;
   std::size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const auto blocks = static_cast<std::uint32_t>((longest + max_tokens) / block_size + 1);
-  kernels::cpu::KvCache cache(b.spec, weights.heads, block_size, blocks, 0);
+  kernels::cpu::KvCache cache(spec, weights.heads, block_size, blocks, 0);
   std::vector<std::uint32_t> table(blocks);
   for (std::uint32_t i = 0; i < blocks; ++i) table[i] = i;
   std::vector<float> logits;
@@ -122,7 +125,7 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   cfg.cache.prefix_caching = false;
   serving::ServedModel m(sys, cfg);
   CpuBenchResult r;
-  r.model = m.backend().model_path;
+  r.model = shard::resolve_model_path(cfg);
   const auto prompts = make_prompts(m, o.requests);
   for (const auto& p : prompts) r.prompt_tokens += p.size();
   scheduler::RequestId next_id = 1;
@@ -134,7 +137,7 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   }
   if (o.sequential_baseline) {
     say("one at a time without the engine (plain generate loop)");
-    r.sequential_tokens_per_s = run_sequential(m, prompts, o.max_tokens, r.sequential_seconds);
+    r.sequential_tokens_per_s = run_sequential(r.model, prompts, o.max_tokens, r.sequential_seconds);
     say("  " + std::to_string(r.sequential_tokens_per_s) + " tokens/s");
   }
   return r;

@@ -5,6 +5,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/binary_serializer.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
@@ -18,11 +19,23 @@ namespace actorlm::bench {
 
 namespace {
 
+// Asks the shard for the serialized size of one step (the bytes it would cost on the network).
+struct ByteProbe {
+  std::atomic<bool> wanted{false};
+  std::atomic<std::uint64_t> bytes{0};
+};
+
 // A shard that costs nothing: it answers every step at once with token 1 for each sample.
 // It isolates the runtime's own overhead; it is part of this benchmark, not a backend.
-// (Function-based actors get an argument: CAF 0.17 mishandles argument-less ones, see UBSan.)
-shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer, std::uint32_t) {
-  return {[](const shard::Step& step) {
+shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer self, ByteProbe* probe) {
+  return {[self, probe](const shard::Step& step) {
+    if (probe->wanted.exchange(false)) {
+      std::vector<char> buf;
+      caf::binary_serializer out{self->system(), buf};
+      auto copy = step;
+      out(copy);
+      probe->bytes = buf.size();
+    }
     shard::StepResult r;
     r.step_id = step.id;
     for (const auto& w : step.seqs)
@@ -49,8 +62,9 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   const std::uint32_t max_len = 16 + max_tokens;
   cfg.model.max_model_len = max_len;
   const std::uint32_t blocks = running * (max_len / 16 + 2);
-  engine::Engine eng(sys, cfg, {blocks, 0}, [](caf::actor_system& s, std::uint32_t, std::uint32_t) {
-    return s.spawn(zero_cost_shard, std::uint32_t{0});
+  ByteProbe probe;
+  engine::Engine eng(sys, cfg, {blocks, 0}, [&probe](caf::actor_system& s, std::uint32_t, std::uint32_t) {
+    return s.spawn(zero_cost_shard, &probe);
   });
   std::atomic<std::uint64_t> tokens{0};
   auto sink = sys.spawn(counting_sink, &tokens);
@@ -78,6 +92,10 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   const std::uint64_t start = eng.stats().steps;
   wait_until([&] { return eng.stats().steps >= start + steps + 1; }, "the measured steps");
   auto records = eng.take_step_records();
+  // One more decode step, serialized.
+  const std::uint64_t probed = eng.stats().steps;
+  probe.wanted = true;
+  wait_until([&] { return eng.stats().steps >= probed + 2 && !probe.wanted; }, "a serialized step");
   std::vector<double> gaps;
   for (std::size_t i = 1; i < records.size(); ++i) {
     const auto& a = records[i - 1];
@@ -88,6 +106,7 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   SchedulerBenchPoint p;
   p.running = running;
   p.steps = static_cast<std::uint32_t>(gaps.size());
+  p.step_bytes = probe.bytes;
   if (!gaps.empty()) {
     auto sorted = gaps;
     std::sort(sorted.begin(), sorted.end());

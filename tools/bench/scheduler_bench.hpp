@@ -22,6 +22,7 @@ struct SchedulerBenchPoint {
   double step_overhead_us = 0;  // median over the measured decode iterations
   double p90_us = 0;
   std::uint32_t steps = 0;
+  std::uint64_t step_bytes = 0;  // one decode step's Step message, serialized for the network
 };
 
 std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions&);

@@ -3,7 +3,7 @@
 // Spawned detached (a thread of its own): a step blocks for its whole forward pass, and the
 // ranks of a tensor-parallel group must run their all-reduces at the same time.
 
-#include "actors/shard/cpu_shard.hpp"
+#include "actors/shard/cpu/cpu_shard.hpp"
 #include "actors/shard/shard_protocol.hpp"
 
 namespace caf { class actor_system; }

@@ -6,7 +6,7 @@
 // step to every rank but awaits only rank 0.
 
 #include "actors/shard/shard_protocol.hpp"
-#include "sim/cost_model.hpp"
+#include "sim/model/cost_model.hpp"
 
 #include <cstdint>
 #include <memory>

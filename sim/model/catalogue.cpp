@@ -1,7 +1,7 @@
 // Reading the catalogue files: every key of an entry is required, values are range-checked, and
 // every problem is reported with its file, line and dotted key (config's TableReader does the
 // per-value checks and unknown-key reports, so messages read like `actorlm config check`'s).
-#include "sim/catalogue.hpp"
+#include "sim/model/catalogue.hpp"
 
 #include "actors/config/table_reader.hpp"
 

@@ -11,8 +11,8 @@
 #include <caf/test/unit_test_impl.hpp>
 
 #include "actors/engine/engine.hpp"
-#include "sim/sim_backend.hpp"
-#include "sim/sim_shard.hpp"
+#include "sim/backend/sim_backend.hpp"
+#include "sim/backend/sim_shard.hpp"
 
 #include <caf/scoped_actor.hpp>
 

@@ -1,9 +1,13 @@
-#include "actors/shard/cpu_backend.hpp"
+#include "actors/shard/cpu/cpu_backend.hpp"
 
-#include "actors/shard/cpu_shard_actor.hpp"
+#include "actors/serving/backend.hpp"
+#include "actors/serving/text_codec.hpp"
+#include "actors/shard/cpu/cpu_shard_actor.hpp"
 #include "kernels/cpu/collective.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
+#include "model/format/gguf_file.hpp"
 #include "model/format/open.hpp"
+#include "model/tokenizer/chat_template.hpp"
 
 #include <cblas.h>
 #include <spdlog/fmt/fmt.h>
@@ -141,5 +145,57 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   };
   return b;
 }
+
+namespace {
+
+model::Vocabulary load_vocabulary(const CpuBackend& b) {
+  if (auto* g = dynamic_cast<const model::GgufFile*>(b.source.get())) return model::vocabulary_from_gguf(*g);
+  const auto json = fs::path(b.model_path) / "tokenizer.json";
+  if (!fs::exists(json))
+    throw std::runtime_error(b.model_path + ": no tokenizer.json next to the safetensors checkpoint");
+  return model::vocabulary_from_tokenizer_json(json.string());
+}
+
+// The engine's view of the cpu backend: its shards, KV capacity, and the checkpoint's tokenizer
+// with the chat format its template (or architecture) calls for.
+serving::Backend serving_backend(const config::Config& cfg) {
+  auto cpu = std::make_shared<CpuBackend>(load_cpu_backend(cfg));
+  model::Vocabulary vocab = load_vocabulary(*cpu);
+  const std::string arch = cpu->spec.arch == kernels::cpu::Arch::llama ? "llama" : "falcon";
+  const auto format = model::select_chat_format(vocab.chat_template, arch);
+  const std::string system = model::default_system_message(vocab.chat_template);
+  auto tokenizer = std::make_shared<const model::Tokenizer>(std::move(vocab));
+  // A model may pad its embeddings past the tokenizer (harmless: those ids have no text), but
+  // a tokenizer larger than the model would feed it ids it has no embedding for.
+  if (tokenizer->size() > static_cast<std::size_t>(cpu->spec.vocab))
+    throw std::invalid_argument(cpu->model_path + ": the tokenizer has " + std::to_string(tokenizer->size()) +
+                                " tokens but the model's vocabulary only " + std::to_string(cpu->spec.vocab));
+
+  serving::Backend b;
+  b.capacity = cpu->capacity;
+  b.factory = cpu->factory;
+  const auto& v = tokenizer->vocabulary();
+  if (v.eos >= 0) b.stop_tokens.push_back(v.eos);
+  for (std::size_t id = 0; id < v.tokens.size(); ++id) {
+    const std::string& t = v.tokens[id];
+    if (tokenizer->is_special(static_cast<model::Token>(id)) &&
+        (t == "<|im_end|>" || t == "<|eot_id|>" || t == "<|endoftext|>" || t == "<|end_of_text|>") &&
+        std::find(b.stop_tokens.begin(), b.stop_tokens.end(), id) == b.stop_tokens.end())
+      b.stop_tokens.push_back(static_cast<model::Token>(id));
+  }
+  b.codec = serving::make_tokenizer_codec(std::move(tokenizer), format, system);
+  b.description = cpu->model_path + " on the cpu backend, tensor parallel " +
+                  std::to_string(cfg.engine.tensor_parallel_degree) + ", KV cache " +
+                  std::to_string(std::uint64_t(cpu->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
+  const double world = double(cfg.engine.tensor_parallel_degree);
+  b.memory = {{"weights (float)", double(cpu->weight_bytes) / world},
+              {"KV cache", double(cpu->capacity.device_blocks) * double(cpu->block_bytes)},
+              {"swap space (host)", double(cpu->capacity.host_blocks) * double(cpu->block_bytes)}};
+  return b;
+}
+
+[[maybe_unused]] const bool registered = serving::register_backend("cpu", serving_backend);
+
+}  // namespace
 
 }  // namespace actorlm::shard

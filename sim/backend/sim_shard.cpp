@@ -1,6 +1,6 @@
 // The sim shard: per step, one pass over the sequences (their shape for the cost model and
 // their tokens), one response promise, one delayed message to itself. Nothing else allocates.
-#include "sim/sim_shard.hpp"
+#include "sim/backend/sim_shard.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>

@@ -5,8 +5,8 @@
 // all-reduce for tensor parallelism, point-to-point activation copies for a layer split).
 // Pure functions of the step's shape; plain C++, no CAF.
 
-#include "sim/catalogue.hpp"
-#include "sim/memory_model.hpp"
+#include "sim/model/catalogue.hpp"
+#include "sim/model/memory_model.hpp"
 
 #include <array>
 #include <cstdint>

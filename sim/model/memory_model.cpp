@@ -3,7 +3,7 @@
 // when there are fewer KV heads than ranks; norms replicated. The activation workspace is what
 // vLLM's profiling run measures: one layer's intermediates for max_num_batched_tokens tokens
 // (layers run one after another, so only one layer's are live) plus fp32 logits.
-#include "sim/memory_model.hpp"
+#include "sim/model/memory_model.hpp"
 
 #include <algorithm>
 #include <cmath>

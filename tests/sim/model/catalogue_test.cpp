@@ -4,7 +4,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include "sim/catalogue.hpp"
+#include "sim/model/catalogue.hpp"
 
 #include <cmath>
 #include <cstdio>

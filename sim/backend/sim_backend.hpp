@@ -14,9 +14,9 @@
 
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
-#include "sim/catalogue.hpp"
-#include "sim/cost_model.hpp"
-#include "sim/memory_model.hpp"
+#include "sim/model/catalogue.hpp"
+#include "sim/model/cost_model.hpp"
+#include "sim/model/memory_model.hpp"
 
 #include <memory>
 #include <optional>

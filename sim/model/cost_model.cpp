@@ -3,7 +3,7 @@
 // sequence's KV; under tensor parallelism each layer ends in one ring all-reduce per branch
 // merge (one with parallel attention, two for sequential attention + MLP). All sizes are per
 // rank; a layer split runs whole layers on one GPU at a time, so its layer costs are summed.
-#include "sim/cost_model.hpp"
+#include "sim/model/cost_model.hpp"
 
 #include <algorithm>
 #include <stdexcept>

@@ -1,6 +1,8 @@
-#include "sim/sim_backend.hpp"
+#include "sim/backend/sim_backend.hpp"
 
-#include "sim/sim_shard.hpp"
+#include "actors/serving/backend.hpp"
+#include "actors/serving/text_codec.hpp"
+#include "sim/backend/sim_shard.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -101,5 +103,31 @@ std::string SimBackend::describe() const {
        " host blocks for swapping.";
   return s;
 }
+
+namespace {
+
+// The engine's view of the sim backend in wall-clock time (a fake GPU server): no weights and no
+// tokenizer; prompts are measured by the synthetic codec and the answers are token ids drawn from
+// the model's vocabulary, timed by the cost model.
+serving::Backend serving_backend(const config::Config& cfg) {
+  if (cfg.sim.clock != config::SimClock::wall)
+    throw std::invalid_argument("engine.backend = \"sim\" serves requests in wall-clock time: set sim.clock = "
+                                "\"wall\" (\"virtual\" is for actorlm simulate)");
+  const SimBackend sim = load_sim_backend(cfg);
+  serving::Backend b;
+  b.capacity = sim.capacity;
+  b.factory = sim.factory;
+  b.codec = serving::make_synthetic_codec(sim.capacity.vocab_size);
+  b.description = "synthetic text with modelled timing: " + sim.describe();
+  const auto& m = sim.memory;
+  b.memory = {{"weights", m.weights_bytes},          {"activations", m.activation_bytes},
+              {"CUDA context", m.cuda_context_bytes}, {"framework", m.framework_bytes},
+              {"communication buffers", m.comm_bytes}, {"KV cache", m.kv_bytes}};
+  return b;
+}
+
+[[maybe_unused]] const bool registered = serving::register_backend("sim", serving_backend);
+
+}  // namespace
 
 }  // namespace actorlm::sim

@@ -5,7 +5,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include "sim/memory_model.hpp"
+#include "sim/model/memory_model.hpp"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "actors/shard/cpu_shard.hpp"
+#include "actors/shard/cpu/cpu_shard.hpp"
 
 #include "kernels/cpu/sampling.hpp"
 

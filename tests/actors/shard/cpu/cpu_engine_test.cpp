@@ -7,7 +7,7 @@
 
 #include "actors/engine/completions.hpp"
 #include "actors/serving/served_model.hpp"
-#include "actors/shard/cpu_backend.hpp"
+#include "actors/shard/cpu/cpu_backend.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

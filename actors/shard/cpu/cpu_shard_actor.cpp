@@ -1,4 +1,4 @@
-#include "actors/shard/cpu_shard_actor.hpp"
+#include "actors/shard/cpu/cpu_shard_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/sec.hpp>

@@ -4,7 +4,7 @@
 #define BOOST_TEST_MODULE cpu_shard
 #include <boost/test/unit_test.hpp>
 
-#include "actors/shard/cpu_shard.hpp"
+#include "actors/shard/cpu/cpu_shard.hpp"
 #include "model/format/open.hpp"
 
 #include <cmath>

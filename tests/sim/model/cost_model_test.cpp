@@ -6,7 +6,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
-#include "sim/cost_model.hpp"
+#include "sim/model/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,7 @@
 // context and framework, communication buffers, and what remains for KV blocks. fp16 weights
 // and KV (2 bytes per element). Plain C++: no CAF.
 
-#include "sim/catalogue.hpp"
+#include "sim/model/catalogue.hpp"
 
 #include <cstdint>
 #include <string>

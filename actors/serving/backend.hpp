@@ -1,0 +1,53 @@
+#pragma once
+// The boundary between the engine and a shard backend (sim, cpu, cuda): what a backend hands
+// the engine and the front ends once it is set up, and the registry that every backend adds
+// itself to, by its engine.backend name, beside its own code (actors/shard/cpu/cpu_backend.cpp,
+// sim/backend/sim_backend.cpp). ServedModel, the daemon and the CLI look a backend up here and
+// never switch on its name; nothing here knows which backends exist.
+//
+// Backend libraries register through static initializers, so executables link them whole:
+// link the CMake target `actorlm_backends`, never a backend library alone.
+
+#include "actors/config/config.hpp"
+#include "actors/engine/engine.hpp"
+#include "model/tokenizer/tokenizer.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace actorlm::serving {
+
+class TextCodec;
+
+// One line of a rank's memory breakdown, e.g. {"weights", 2.1e9}.
+struct MemoryItem {
+  std::string what;
+  double bytes = 0;
+};
+
+struct Backend {
+  engine::KvCapacity capacity;          // KV blocks (device, host), block size, vocabulary
+  engine::ShardFactory factory;         // each rank's shard actor, once per rank
+  std::shared_ptr<const TextCodec> codec;      // text <-> tokens for the front ends
+  std::vector<model::Token> stop_tokens;       // end-of-turn / end-of-text tokens
+  std::string description;              // one line for the start-up log
+  std::vector<MemoryItem> memory;       // one rank's memory, the KV cache included
+};
+
+// Sets a backend up from the configuration; throws with a user-facing message
+// (model::ModelFileError, std::invalid_argument, std::runtime_error).
+using BackendLoader = std::function<Backend(const config::Config&)>;
+
+// Adds a backend under `name` (the engine.backend value); returns true so that a backend can
+// register from a namespace-scope initializer. A second registration of a name throws.
+bool register_backend(std::string_view name, BackendLoader loader);
+// The registered names, sorted.
+std::vector<std::string> registered_backends();
+// Sets up the backend named by engine.backend. Throws std::invalid_argument naming the
+// registered ones when this build has none by that name (e.g. "cuda" without CUDA).
+Backend load_backend(const config::Config&);
+
+}  // namespace actorlm::serving
