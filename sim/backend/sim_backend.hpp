@@ -28,7 +28,7 @@ namespace actorlm::sim {
 struct SimShardModel;
 
 struct SimBackend {
-  ModelArch model;
+  ModelPreset model;
   Hardware hardware;
   std::optional<Instance> instance;
   Parallelism parallelism;

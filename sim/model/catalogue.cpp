@@ -19,25 +19,6 @@ using config::detail::Position;
 using config::detail::TableReader;
 using config::detail::position_of;
 
-std::string_view to_string(FfnKind k) { return k == FfnKind::gelu ? "gelu" : "swiglu"; }
-std::string_view to_string(NormKind k) { return k == NormKind::layernorm ? "layernorm" : "rmsnorm"; }
-
-std::uint64_t ModelArch::layer_params() const {
-  const std::uint64_t h = hidden;
-  const std::uint64_t q = std::uint64_t{heads} * head_dim;
-  const std::uint64_t kv = 2ull * kv_heads * head_dim;
-  return h * q + h * kv + q * h + std::uint64_t{ffn_matrices()} * h * ffn +
-         std::uint64_t{norms_per_layer} * norm_params();
-}
-
-std::uint64_t ModelArch::embedding_params() const {
-  return std::uint64_t{vocab} * hidden * (tied_embeddings ? 1 : 2);
-}
-
-std::uint64_t ModelArch::params() const {
-  return std::uint64_t{layers} * layer_params() + embedding_params() + norm_params();
-}
-
 namespace {
 
 constexpr double mib = 1024.0 * 1024.0;
@@ -72,6 +53,11 @@ class EntryReader {
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded});
     return v * scale;
   }
+  float positive_float(std::string_view key) {
+    double v = 0;
+    if (require(key)) reader_.number(key, v, NumberRange{0, unbounded, /*lo_open=*/true});
+    return static_cast<float>(v);
+  }
   double fraction(std::string_view key) {
     double v = 1;
     if (require(key)) reader_.number(key, v, NumberRange{0, 1, /*lo_open=*/true});
@@ -103,17 +89,11 @@ class EntryReader {
   void finish() { reader_.report_unknown_keys(); }
 
  private:
-  bool require(std::string_view key) {
-    if (table_.contains(key)) return true;
-    reader_.string(key, dummy_);  // records the key as known for the unknown-key report
-    errors_.add(position_of(table_), path_ + '.' + std::string(key), "required key is missing");
-    return false;
-  }
+  bool require(std::string_view key) { return reader_.require(key); }
   std::string path_;
   const toml::table& table_;
   ErrorList& errors_;
   TableReader reader_;
-  std::string dummy_;
 };
 
 // Calls `each(name, table)` for every entry of the section `name` (a table of tables).
@@ -174,11 +154,15 @@ Hardware read_gpu(std::string key, EntryReader& r) {
   return h;
 }
 
-ModelArch read_model(std::string key, EntryReader& r) {
+// Every field of model::Architecture, under its own name; model::problems() then checks the
+// entry as a whole (heads a multiple of kv_heads, the family's block design).
+ModelPreset read_model(std::string key, EntryReader& r, const ErrorList& errors) {
   constexpr std::int64_t big = 1 << 24;
-  ModelArch m;
+  const std::size_t errors_before = errors.size();
+  ModelPreset m;
   m.key = std::move(key);
   m.name = r.text("name");
+  m.family = r.choice("family", {model::Family::llama, model::Family::falcon});
   m.layers = r.count("layers", 1, 4096);
   m.hidden = r.count("hidden", 1, big);
   m.heads = r.count("heads", 1, 65536);
@@ -190,12 +174,16 @@ ModelArch read_model(std::string key, EntryReader& r) {
   m.tied_embeddings = r.flag("tied_embeddings");
   m.parallel_attention = r.flag("parallel_attention");
   m.norm = r.choice("norm", {NormKind::layernorm, NormKind::rmsnorm});
+  m.norm_eps = r.positive_float("norm_eps");
   m.norms_per_layer = r.count("norms_per_layer", 0, 8);
+  m.rope_theta = r.positive_float("rope_theta");
+  m.rope_linear_factor = r.positive_float("rope_linear_factor");
   m.max_context = r.count("max_context", 1, 1 << 24);
+  m.bos_token_id = static_cast<std::int32_t>(r.integer("bos_token_id", -1, big));
   m.eos_token_id = static_cast<std::int32_t>(r.integer("eos_token_id", -1, big));
-  if (m.heads != 0 && m.kv_heads != 0 && m.heads % m.kv_heads != 0)
-    r.fail("kv_heads", "must divide heads (" + std::to_string(m.heads) + "), found " +
-                           std::to_string(m.kv_heads));
+  // Whole-entry rules, once every value is readable (a bad value is reported once, above).
+  if (errors.size() == errors_before)
+    for (const auto& p : model::problems(m)) r.fail(p.field, p.message);
   r.finish();
   return m;
 }
@@ -269,7 +257,7 @@ Catalogue Catalogue::parse(std::string_view hardware_toml, std::string_view hard
     check_sections(*root, {"model"}, model_errors);
     for_each_entry(*root, "model", model_errors, [&](std::string key, const std::string& path, const toml::table& t) {
       EntryReader r{path, t, model_errors};
-      c.models_.push_back(read_model(std::move(key), r));
+      c.models_.push_back(read_model(std::move(key), r, model_errors));
     });
   }
   for (auto& e : model_errors.take_sorted()) all.push_back(std::move(e));
@@ -295,7 +283,7 @@ const Hardware& Catalogue::hardware(std::string_view key) const {
 const Instance& Catalogue::instance(std::string_view key) const {
   return find_entry(instances_, key, "instance");
 }
-const ModelArch& Catalogue::model(std::string_view key) const {
+const ModelPreset& Catalogue::model(std::string_view key) const {
   return find_entry(models_, key, "model preset");
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// The simulator's catalogue: GPUs, cloud instances and model architectures, read from
+// The simulator's catalogue: GPUs, cloud instances and model presets, read from
 // configs/catalogue/{hardware,models}.toml (embedded in the library; a user file may replace
 // either). Plain C++: no CAF. Units are SI in memory (bytes, bytes/s, FLOP/s, s) whatever the
 // TOML spelling (MiB, GB/s, TFLOPS, us).
+
+#include "model/arch/architecture.hpp"
 
 #include <cstdint>
 #include <stdexcept>
@@ -12,11 +14,8 @@
 
 namespace actorlm::sim {
 
-enum class FfnKind { gelu, swiglu };       // 2 matrices (up, down) | 3 (gate, up, down)
-enum class NormKind { layernorm, rmsnorm };  // weight + bias | weight
-
-std::string_view to_string(FfnKind);
-std::string_view to_string(NormKind);
+using model::FfnKind;
+using model::NormKind;
 
 struct Hardware {
   std::string key;                  // catalogue name, e.g. "a10g"
@@ -49,32 +48,11 @@ struct Instance {
   std::string price_note;       // where the price comes from (or that it is an assumption)
 };
 
-struct ModelArch {
+// A named catalogue entry: the shared architecture description (model/arch) under the key that
+// `model.preset` selects. The memory and cost models take it as the Architecture it is.
+struct ModelPreset : model::Architecture {
   std::string key;   // "falcon-40b"
   std::string name;  // "Falcon-40B"
-  std::uint32_t layers = 0;
-  std::uint32_t hidden = 0;
-  std::uint32_t heads = 0;
-  std::uint32_t kv_heads = 0;
-  std::uint32_t head_dim = 0;
-  std::uint32_t ffn = 0;
-  FfnKind ffn_kind = FfnKind::swiglu;
-  std::uint32_t vocab = 0;
-  bool tied_embeddings = false;
-  bool parallel_attention = false;  // one all-reduce per layer under TP instead of two
-  NormKind norm = NormKind::rmsnorm;
-  std::uint32_t norms_per_layer = 2;
-  std::uint32_t max_context = 0;
-  std::int32_t eos_token_id = -1;
-
-  std::uint32_t ffn_matrices() const { return ffn_kind == FfnKind::gelu ? 2 : 3; }
-  std::uint64_t norm_params() const { return norm == NormKind::layernorm ? 2ull * hidden : hidden; }
-  // Parameters of one decoder layer: Q, K, V, output projection, MLP, norms.
-  std::uint64_t layer_params() const;
-  // Token embedding, plus the LM head when it is not tied.
-  std::uint64_t embedding_params() const;
-  // The whole model, tied weights counted once: layers, embeddings, final norm.
-  std::uint64_t params() const;
 };
 
 // A catalogue file that cannot be read or is wrong; what() lists every problem, one per line,
@@ -96,17 +74,17 @@ class Catalogue {
   // Throw std::invalid_argument naming the known entries when `key` is not one of them.
   const Hardware& hardware(std::string_view key) const;
   const Instance& instance(std::string_view key) const;
-  const ModelArch& model(std::string_view key) const;
+  const ModelPreset& model(std::string_view key) const;
 
   const std::vector<Hardware>& all_hardware() const { return hardware_; }
   const std::vector<Instance>& all_instances() const { return instances_; }
-  const std::vector<ModelArch>& all_models() const { return models_; }
+  const std::vector<ModelPreset>& all_models() const { return models_; }
   const RuntimeOverheads& runtime() const { return runtime_; }
 
  private:
   std::vector<Hardware> hardware_;    // sorted by key (toml++ tables are)
   std::vector<Instance> instances_;
-  std::vector<ModelArch> models_;
+  std::vector<ModelPreset> models_;
   RuntimeOverheads runtime_;
 };
 

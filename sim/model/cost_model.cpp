@@ -46,15 +46,15 @@ std::string_view to_string(Op op) {
   return "?";
 }
 
-CostModel::CostModel(const ModelArch& m, const Hardware& hw, Parallelism p, std::uint32_t block_size)
+CostModel::CostModel(const ModelPreset& m, const Hardware& hw, Parallelism p, std::uint32_t block_size)
     : model_(m), hw_(hw), par_(p),
-      rank_(rank_shape(m, p.kind == ParallelKind::tensor ? p.degree : 1)) {
+      rank_(rank_shard(m, p.kind == ParallelKind::tensor ? p.degree : 1)) {
   if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
   if (p.kind == ParallelKind::layers && p.degree > m.layers)
     throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
                                 " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
-  const double layers_here = p.kind == ParallelKind::tensor ? m.layers : layers_on_gpu(m, p.degree, 0);
-  block_bytes_ = 2.0 * layers_here * rank_.kv_heads * m.head_dim * fp16_bytes * block_size;
+  const std::uint32_t layers_here = p.kind == ParallelKind::tensor ? m.layers : model::layers_of_stage(m, p.degree, 0);
+  block_bytes_ = double(model::kv_elements_per_token(m, rank_, layers_here)) * fp16_bytes * block_size;
   const bool tp = p.kind == ParallelKind::tensor && p.degree > 1;
   // QKV, rotary + KV-cache write, attention output, MLP up, activation, MLP down, norms,
   // residual adds, all-reduces (attention kernels are counted per step: prefill and/or decode).
@@ -73,7 +73,7 @@ StepCost CostModel::step(const StepShape& s) const {
   const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;
   const double p = par_.degree;
   const double L = model_.layers;  // tensor: every GPU runs every layer; split: one GPU at a time
-  const double H = model_.hidden, d = model_.head_dim, F = rank_.ffn;
+  const double H = model_.hidden, d = model_.head_dim, F = rank_.ffn_columns;
   const double qh = rank_.q_heads, kvh = rank_.kv_heads;
   const double T = double(s.tokens);
   const double b = fp16_bytes;
@@ -118,7 +118,7 @@ StepCost CostModel::step(const StepShape& s) const {
       kernels += 1;
     }
     if (s.logit_rows > 0) {
-      const double rows = s.logit_rows, V = rank_.vocab;
+      const double rows = s.logit_rows, V = rank_.vocab_rows;
       const double w = V * H;
       at(Op::lm_head) = roofline(2 * rows * w, b * (w + rows * H) + 4 * rows * V);  // fp32 logits
       kernels += 2;  // GEMM, sampling

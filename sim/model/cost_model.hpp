@@ -60,20 +60,20 @@ struct StepCost {
 class CostModel {
  public:
   // Throws std::invalid_argument when the model does not split over the parallel degree.
-  CostModel(const ModelArch&, const Hardware&, Parallelism, std::uint32_t block_size);
+  CostModel(const ModelPreset&, const Hardware&, Parallelism, std::uint32_t block_size);
 
   StepCost step(const StepShape&) const;
   double step_seconds(const StepShape& s) const { return step(s).seconds; }
 
-  const ModelArch& model() const { return model_; }
+  const ModelPreset& model() const { return model_; }
   const Hardware& hardware() const { return hw_; }
   Parallelism parallelism() const { return par_; }
 
  private:
-  ModelArch model_;
+  ModelPreset model_;
   Hardware hw_;
   Parallelism par_;
-  RankShape rank_;               // per rank (tp = 1 for a layer split)
+  model::RankShard rank_;        // per rank (degree 1 for a layer split)
   double block_bytes_ = 0;       // bytes: one KV block on the busiest GPU
   double kernels_per_layer_ = 0; // launches of a layer that every step runs
 };

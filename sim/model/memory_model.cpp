@@ -1,6 +1,7 @@
-// The per-GPU memory model. Weights follow Megatron/vLLM sharding: Q heads, FFN width, and the
-// vocabulary (embedding and LM head) split over the ranks; K/V heads split too, or replicated
-// when there are fewer KV heads than ranks; norms replicated. The activation workspace is what
+// The per-GPU memory model. Weights follow Megatron/vLLM sharding (model/arch/sharding.hpp, the
+// rules the cpu backend loads by): Q heads, FFN width, and the vocabulary (embedding and LM head)
+// split over the ranks; K/V heads split too, or replicated when there are fewer KV heads than
+// ranks; norms replicated. The activation workspace is what
 // vLLM's profiling run measures: one layer's intermediates for max_num_batched_tokens tokens
 // (layers run one after another, so only one layer's are live) plus fp32 logits.
 #include "sim/model/memory_model.hpp"
@@ -14,27 +15,12 @@ namespace actorlm::sim {
 
 std::string_view to_string(ParallelKind k) { return k == ParallelKind::tensor ? "tensor" : "layers"; }
 
-RankShape rank_shape(const ModelArch& m, std::uint32_t tp) {
-  if (tp == 0) throw std::invalid_argument("tensor parallel degree 0");
-  auto fail = [&](const char* what, std::uint32_t n) {
-    throw std::invalid_argument(m.name + "'s " + std::to_string(n) + " " + what +
-                                " cannot be split evenly over " + std::to_string(tp) +
-                                " tensor-parallel ranks");
-  };
-  if (m.heads % tp != 0) fail("attention heads", m.heads);
-  if (m.ffn % tp != 0) fail("FFN columns", m.ffn);
-  if (m.kv_heads % tp != 0 && tp % m.kv_heads != 0) fail("KV heads", m.kv_heads);
-  RankShape r;
-  r.tp = tp;
-  r.q_heads = m.heads / tp;
-  r.kv_heads = std::max(1u, m.kv_heads / tp);
-  r.ffn = m.ffn / tp;
-  r.vocab = (m.vocab + tp - 1) / tp;
-  return r;
-}
-
-std::uint32_t layers_on_gpu(const ModelArch& m, std::uint32_t gpus, std::uint32_t g) {
-  return m.layers / gpus + (g < m.layers % gpus ? 1 : 0);
+model::RankShard rank_shard(const ModelPreset& m, std::uint32_t tp) {
+  try {
+    return model::shard_for_rank(m, 0, tp);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(m.name + ": " + e.what());
+  }
 }
 
 namespace {
@@ -42,21 +28,12 @@ namespace {
 constexpr double gb = 1e9;
 constexpr double logit_bytes = 4;  // fp32 logits
 
-// Elements of one layer's weights on one rank.
-double layer_weight_elems(const ModelArch& m, const RankShape& r) {
-  const double h = m.hidden, d = m.head_dim;
-  return h * (r.q_heads + 2.0 * r.kv_heads) * d  // QKV
-         + r.q_heads * d * h                     // attention output
-         + double(m.ffn_matrices()) * h * r.ffn  // MLP
-         + double(m.norms_per_layer) * double(m.norm_params());  // replicated
-}
-
 // Elements live at once inside one layer, per token: residual + normed input, then the attention
 // branch (QKV + attention output) or the MLP (gate/up + activation); both at once when the
 // branches run in parallel.
-double activation_elems_per_token(const ModelArch& m, const RankShape& r) {
+double activation_elems_per_token(const ModelPreset& m, const model::RankShard& r) {
   const double attention = (r.q_heads + 2.0 * r.kv_heads) * m.head_dim + double(r.q_heads) * m.head_dim;
-  const double mlp = double(m.ffn_matrices()) * r.ffn;  // gate+up (or up) and the activation
+  const double mlp = double(m.ffn_matrices()) * r.ffn_columns;  // gate+up (or up) and the activation
   return 2.0 * m.hidden + (m.parallel_attention ? attention + mlp : std::max(attention, mlp));
 }
 
@@ -65,23 +42,23 @@ struct GpuPlan {
   double weights = 0, activations = 0, kv_per_token = 0;
 };
 
-GpuPlan plan_gpu(const ModelArch& m, Parallelism p, std::uint32_t g, const MemoryOptions& o) {
+GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const MemoryOptions& o) {
   const bool tensor = p.kind == ParallelKind::tensor;
-  const RankShape r = rank_shape(m, tensor ? p.degree : 1);
+  const model::RankShard r = rank_shard(m, tensor ? p.degree : 1);
   GpuPlan out;
-  out.layers = tensor ? m.layers : layers_on_gpu(m, p.degree, g);
+  out.layers = tensor ? m.layers : model::layers_of_stage(m, p.degree, g);
   const bool first = tensor || g == 0;
   const bool last = tensor || g + 1 == p.degree;
-  double elems = out.layers * layer_weight_elems(m, r);
-  if (first) elems += double(r.vocab) * m.hidden;  // embedding
+  double elems = out.layers * double(model::layer_weight_elements(m, r));
+  if (first) elems += double(r.vocab_rows) * m.hidden;  // embedding
   // LM head: its own matrix, or the tied embedding, which must also be where the head runs.
-  if (last && (!m.tied_embeddings || !first)) elems += double(r.vocab) * m.hidden;
+  if (last && (!m.tied_embeddings || !first)) elems += double(r.vocab_rows) * m.hidden;
   if (last) elems += double(m.norm_params());  // final norm
   out.weights = elems * fp16_bytes;
   const double tokens = o.max_num_batched_tokens;
   out.activations = out.layers > 0 ? tokens * activation_elems_per_token(m, r) * fp16_bytes : 0;
   if (last) out.activations += std::min<double>(o.max_num_seqs, tokens) * m.vocab * logit_bytes;
-  out.kv_per_token = 2.0 * out.layers * r.kv_heads * m.head_dim * fp16_bytes;
+  out.kv_per_token = double(model::kv_elements_per_token(m, r, out.layers)) * fp16_bytes;
   return out;
 }
 
@@ -98,7 +75,7 @@ std::string fixed(double v, int digits = 2) {
 
 }  // namespace
 
-std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelArch& m, const Hardware& hw,
+std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset& m, const Hardware& hw,
                                                  const RuntimeOverheads& rt, Parallelism p,
                                                  const MemoryOptions& o) {
   if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
@@ -166,14 +143,14 @@ std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelArch& m, const Hardw
   return all;
 }
 
-MemoryBreakdown plan_memory(const ModelArch& m, const Hardware& hw, const RuntimeOverheads& rt,
+MemoryBreakdown plan_memory(const ModelPreset& m, const Hardware& hw, const RuntimeOverheads& rt,
                             Parallelism p, const MemoryOptions& o) {
   const auto all = plan_memory_per_gpu(m, hw, rt, p, o);
   return *std::min_element(all.begin(), all.end(),
                            [](const auto& x, const auto& y) { return x.spare_bytes < y.spare_bytes; });
 }
 
-std::string describe_memory(const MemoryBreakdown& b, const ModelArch& m, const Hardware& hw) {
+std::string describe_memory(const MemoryBreakdown& b, const ModelPreset& m, const Hardware& hw) {
   std::string s = label(b.parallelism) + ": ";
   if (b.parallelism.kind == ParallelKind::layers)
     s += "GPU " + std::to_string(b.gpu) + " (" + std::to_string(b.layers) + " of " +

@@ -3,6 +3,7 @@
 // context and framework, communication buffers, and what remains for KV blocks. fp16 weights
 // and KV (2 bytes per element). Plain C++: no CAF.
 
+#include "model/arch/sharding.hpp"
 #include "sim/model/catalogue.hpp"
 
 #include <cstdint>
@@ -25,19 +26,9 @@ struct Parallelism {
   std::uint32_t degree = 1;  // GPUs
 };
 
-// What one tensor-parallel rank holds of each layer (the whole layer when tp = 1).
-struct RankShape {
-  std::uint32_t tp = 1;
-  std::uint32_t q_heads = 0;   // heads / tp
-  std::uint32_t kv_heads = 0;  // kv_heads / tp; 1 (replicated) when there are fewer KV heads than ranks
-  std::uint32_t ffn = 0;       // ffn / tp
-  std::uint32_t vocab = 0;     // ceil(vocab / tp): vocabulary-parallel embedding and LM head
-};
-// Throws std::invalid_argument when the heads, KV heads or FFN width do not split over tp ranks.
-RankShape rank_shape(const ModelArch&, std::uint32_t tp);
-
-// Layers on GPU g of a layer split over `gpus` (the first layers % gpus GPUs take one more).
-std::uint32_t layers_on_gpu(const ModelArch&, std::uint32_t gpus, std::uint32_t g);
+// What one tensor-parallel rank holds: model::shard_for_rank (model/arch/sharding.hpp), rank 0
+// (the ranks are alike in size), with the preset's name in front of a refusal.
+model::RankShard rank_shard(const ModelPreset&, std::uint32_t tp);
 
 struct MemoryOptions {
   double gpu_memory_utilization = 0.9;    // (0, 1]: share of device memory the runtime may use
@@ -77,14 +68,14 @@ struct MemoryBreakdown {
 // manager serves them all. Throws std::invalid_argument, saying what is needed and what there
 // is, when the model does not fit (weights, workspace and overhead above the budget, or no
 // room for one sequence).
-std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelArch&, const Hardware&,
+std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset&, const Hardware&,
                                                  const RuntimeOverheads&, Parallelism,
                                                  const MemoryOptions&);
 // The binding GPU of plan_memory_per_gpu: the one with the least memory to spare.
-MemoryBreakdown plan_memory(const ModelArch&, const Hardware&, const RuntimeOverheads&,
+MemoryBreakdown plan_memory(const ModelPreset&, const Hardware&, const RuntimeOverheads&,
                             Parallelism, const MemoryOptions&);
 
 // One line: "TP 4: weights 20.65 GB of 24.15 GB, activations ..., KV for N tokens (...)".
-std::string describe_memory(const MemoryBreakdown&, const ModelArch&, const Hardware&);
+std::string describe_memory(const MemoryBreakdown&, const ModelPreset&, const Hardware&);
 
 }  // namespace actorlm::sim

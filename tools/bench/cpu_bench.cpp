@@ -5,6 +5,7 @@
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "kernels/cpu/model/transformer.hpp"
 #include "model/format/open.hpp"
+#include "model/format/read_architecture.hpp"
 #include "model/format/tensor_source.hpp"
 
 #include <caf/actor_system.hpp>
@@ -83,14 +84,14 @@ CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
 double run_sequential(const std::string& model_path, const std::vector<std::vector<model::Token>>& prompts,
                       std::uint32_t max_tokens, double& seconds) {
   const auto source = model::open_tensor_source(model_path);
-  const auto spec = kernels::cpu::read_model_spec(*source);
-  const auto weights = kernels::cpu::load_weights(*source, spec);
+  const auto arch = model::read_architecture(*source);
+  const auto weights = kernels::cpu::load_weights(*source, arch);
   kernels::cpu::Transformer t(weights);
   constexpr std::uint32_t block_size = 16;
   std::size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const auto blocks = static_cast<std::uint32_t>((longest + max_tokens) / block_size + 1);
-  kernels::cpu::KvCache cache(spec, weights.heads, block_size, blocks, 0);
+  kernels::cpu::KvCache cache(arch, weights.heads, block_size, blocks, 0);
   std::vector<std::uint32_t> table(blocks);
   for (std::uint32_t i = 0; i < blocks; ++i) table[i] = i;
   std::vector<float> logits;

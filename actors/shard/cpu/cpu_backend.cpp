@@ -5,8 +5,10 @@
 #include "actors/shard/cpu/cpu_shard_actor.hpp"
 #include "kernels/cpu/collective.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
+#include "model/arch/sharding.hpp"
 #include "model/format/gguf_file.hpp"
 #include "model/format/open.hpp"
+#include "model/format/read_architecture.hpp"
 #include "model/tokenizer/chat_template.hpp"
 
 #include <cblas.h>
@@ -83,11 +85,12 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   b.model_path = resolve_model_path(cfg);
   const auto t0 = std::chrono::steady_clock::now();
   b.source = model::open_tensor_source(b.model_path);
-  b.spec = kernels::cpu::read_model_spec(*b.source);
+  b.arch = model::read_architecture(*b.source);
   const auto world = static_cast<std::int32_t>(cfg.engine.tensor_parallel_degree);
   const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
-  const auto heads = kernels::cpu::partition_heads(b.spec, 0, world);  // throws when it can't split
-  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.spec, heads, block_size);
+  // Throws, naming the degrees that would work, when the model does not split over `world`.
+  const auto heads = model::shard_for_rank(b.arch, 0, static_cast<std::uint32_t>(world));
+  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.arch, heads, block_size);
 
   const auto blocks_in = [&](double gib_budget) {
     return static_cast<std::uint32_t>(std::min<double>(gib_budget * gib / double(b.block_bytes), 1u << 30));
@@ -96,7 +99,7 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
                                  ? static_cast<std::uint32_t>(cfg.cache.num_gpu_blocks_override)
                                  : blocks_in(cfg.cache.cpu_kv_space);
   b.capacity.host_blocks = blocks_in(cfg.cache.swap_space);
-  b.capacity.vocab_size = static_cast<std::uint32_t>(b.spec.vocab);
+  b.capacity.vocab_size = b.arch.vocab;
   const std::int64_t cache_tokens = std::int64_t(b.capacity.device_blocks) * block_size;
   if (cache_tokens < cfg.model.max_model_len) {
     const std::string budget =
@@ -108,9 +111,9 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
         "raise it or lower model.max_model_len",
         budget, cache_tokens, b.block_bytes, block_size, cfg.model.max_model_len));
   }
-  if (cfg.model.max_model_len > b.spec.max_position)
+  if (cfg.model.max_model_len > std::int64_t{b.arch.max_context})
     spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
-                 b.spec.max_position);
+                 b.arch.max_context);
 
   // OpenBLAS threads: the cores shared among the ranks, unless OPENBLAS_NUM_THREADS says.
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
@@ -121,7 +124,7 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   auto collectives = join_group(world);
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
   for (std::int32_t r = 0; r < world; ++r) {
-    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.spec, r, world));
+    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world));
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
     if (auto c = collectives[static_cast<std::size_t>(r)])
@@ -133,7 +136,7 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of float weights over {} rank(s); "
                "KV cache {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
-               b.model_path, b.spec.describe(), secs, double(b.weight_bytes) / (1 << 20), world,
+               b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20), world,
                b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
 
@@ -161,15 +164,14 @@ model::Vocabulary load_vocabulary(const CpuBackend& b) {
 serving::Backend serving_backend(const config::Config& cfg) {
   auto cpu = std::make_shared<CpuBackend>(load_cpu_backend(cfg));
   model::Vocabulary vocab = load_vocabulary(*cpu);
-  const std::string arch = cpu->spec.arch == kernels::cpu::Arch::llama ? "llama" : "falcon";
-  const auto format = model::select_chat_format(vocab.chat_template, arch);
+  const auto format = model::select_chat_format(vocab.chat_template, model::to_string(cpu->arch.family));
   const std::string system = model::default_system_message(vocab.chat_template);
   auto tokenizer = std::make_shared<const model::Tokenizer>(std::move(vocab));
   // A model may pad its embeddings past the tokenizer (harmless: those ids have no text), but
   // a tokenizer larger than the model would feed it ids it has no embedding for.
-  if (tokenizer->size() > static_cast<std::size_t>(cpu->spec.vocab))
+  if (tokenizer->size() > std::size_t{cpu->arch.vocab})
     throw std::invalid_argument(cpu->model_path + ": the tokenizer has " + std::to_string(tokenizer->size()) +
-                                " tokens but the model's vocabulary only " + std::to_string(cpu->spec.vocab));
+                                " tokens but the model's vocabulary only " + std::to_string(cpu->arch.vocab));
 
   serving::Backend b;
   b.capacity = cpu->capacity;

@@ -6,7 +6,7 @@
 
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
-#include "kernels/cpu/model/model_spec.hpp"
+#include "model/arch/architecture.hpp"
 
 #include <memory>
 #include <string>
@@ -18,7 +18,7 @@ namespace actorlm::shard {
 struct CpuBackend {
   std::string model_path;
   std::shared_ptr<const model::TensorSource> source;  // the opened checkpoint (for the tokenizer)
-  kernels::cpu::ModelSpec spec;
+  model::Architecture arch;
   engine::KvCapacity capacity;
   std::size_t block_bytes = 0;         // one KV block on one rank
   std::size_t weight_bytes = 0;        // all ranks together, as float

@@ -4,17 +4,20 @@
 
 namespace actorlm::kernels::cpu {
 
-std::size_t KvCache::bytes_per_block(const ModelSpec& spec, const HeadPartition& heads,
+std::size_t KvCache::bytes_per_block(const model::Architecture& arch, const model::RankShard& heads,
                                      std::uint32_t block_size) {
-  return std::size_t(spec.n_layers) * 2 * heads.kv_count * block_size * spec.head_dim * sizeof(float);
+  return model::kv_elements_per_token(arch, heads, arch.layers) * block_size * sizeof(float);
 }
 
-KvCache::KvCache(const ModelSpec& spec, const HeadPartition& heads, std::uint32_t block_size,
+KvCache::KvCache(const model::Architecture& arch, const model::RankShard& heads, std::uint32_t block_size,
                  std::uint32_t device_blocks, std::uint32_t host_blocks)
-    : kv_heads_(heads.kv_count), head_dim_(spec.head_dim), block_size_(block_size) {
-  const std::size_t block_bytes = std::size_t(heads.kv_count) * block_size * spec.head_dim * sizeof(float);
-  device_layout_ = {static_cast<std::uint32_t>(spec.n_layers), device_blocks, block_bytes};
-  host_layout_ = {static_cast<std::uint32_t>(spec.n_layers), host_blocks, block_bytes};
+    : kv_heads_(static_cast<std::int32_t>(heads.kv_heads)),
+      head_dim_(static_cast<std::int32_t>(arch.head_dim)),
+      block_size_(block_size) {
+  // One layer's K (or V) plane of one block: [kv_heads, block_size, head_dim].
+  const std::size_t block_bytes = std::size_t(heads.kv_heads) * block_size * arch.head_dim * sizeof(float);
+  device_layout_ = {arch.layers, device_blocks, block_bytes};
+  host_layout_ = {arch.layers, host_blocks, block_bytes};
   device_ = std::make_unique_for_overwrite<float[]>(device_layout_.total_bytes() / sizeof(float));
   host_ = std::make_unique_for_overwrite<float[]>(host_layout_.total_bytes() / sizeof(float));
 }

@@ -14,11 +14,11 @@ namespace actorlm::kernels::cpu {
 
 class KvCache {
  public:
-  KvCache(const ModelSpec& spec, const HeadPartition& heads, std::uint32_t block_size,
+  KvCache(const model::Architecture& arch, const model::RankShard& heads, std::uint32_t block_size,
           std::uint32_t device_blocks, std::uint32_t host_blocks);
 
   // Bytes one block takes on one rank, over all layers, K and V.
-  static std::size_t bytes_per_block(const ModelSpec& spec, const HeadPartition& heads,
+  static std::size_t bytes_per_block(const model::Architecture& arch, const model::RankShard& heads,
                                      std::uint32_t block_size);
 
   KvPlaneView k(std::int32_t layer) { return plane(device_.get(), device_layout_, 2 * layer); }
@@ -35,7 +35,7 @@ class KvCache {
 
  private:
   KvPlaneView plane(float* mem, const KvCacheLayout& layout, std::int32_t p);
-  std::int32_t kv_heads_, head_dim_;
+  std::int32_t kv_heads_, head_dim_;  // this rank's
   std::uint32_t block_size_;
   KvCacheLayout device_layout_, host_layout_;
   // Left uninitialized: pages are committed as blocks are first written, so a large budget

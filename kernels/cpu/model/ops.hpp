@@ -2,12 +2,14 @@
 // Element-wise and GEMM building blocks of the cpu model forward. Matrices are row-major float.
 // GEMMs go to the BLAS library (OpenBLAS); the rest are plain loops.
 
-#include "kernels/cpu/model/model_spec.hpp"
+#include "model/arch/architecture.hpp"
 
 #include <cstdint>
 #include <span>
 
 namespace actorlm::kernels::cpu {
+
+using model::RopeStyle;
 
 // y[m, n] = x[m, k] . w[n, k]^T   (w is a PyTorch-style [out_features, in_features] weight)
 void matmul_nt(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t n, float* y);

@@ -8,6 +8,8 @@
 
 namespace actorlm::kernels::cpu {
 
+using model::Family;
+
 Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce)
     : w_(weights), all_reduce_(std::move(all_reduce)) {
   if (w_.world > 1 && !all_reduce_)
@@ -20,15 +22,16 @@ void Transformer::reduce(float* data, std::int64_t n) {
 }
 
 void Transformer::norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out) {
-  const ModelSpec& s = w_.spec;
-  if (s.arch == Arch::llama) rms_norm(x, tokens_, s.hidden, w.data(), s.norm_eps, out);
+  const model::Architecture& s = w_.spec;
+  if (s.family == Family::llama) rms_norm(x, tokens_, s.hidden, w.data(), s.norm_eps, out);
   else layer_norm(x, tokens_, s.hidden, w.data(), b.data(), s.norm_eps, out);
 }
 
 void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
                           std::vector<float>& logits) {
-  const ModelSpec& s = w_.spec;
+  const model::Architecture& s = w_.spec;
   const std::int64_t h = s.hidden;
+  const auto vocab = static_cast<std::int32_t>(s.vocab);
   tokens_ = 0;
   for (const auto& q : seqs) tokens_ += static_cast<std::int64_t>(q.tokens.size());
   logits.clear();
@@ -40,7 +43,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
   for (const auto& q : seqs)
     for (std::size_t i = 0; i < q.tokens.size(); ++i, ++row) {
       const std::int32_t t = q.tokens[i];
-      if (t < 0 || t >= s.vocab)
+      if (t < 0 || t >= vocab)
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " +
                                 std::to_string(s.vocab));
       positions_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(q.first_position + i);
@@ -51,11 +54,11 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
   normed2_.resize(x_.size());
   proj_.resize(x_.size());
   mlp_out_.resize(x_.size());
-  for (std::int32_t i = 0; i < s.n_layers; ++i) {
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(s.layers); ++i) {
     const LayerWeights& l = w_.layers[static_cast<std::size_t>(i)];
     norm(l.attn_norm, l.attn_norm_bias, x_.data(), normed_.data());
     attention_block(i, seqs, cache, normed_.data(), proj_.data());
-    if (s.parallel_block) {
+    if (s.parallel_attention) {
       const float* mlp_in = normed_.data();
       if (!l.mlp_norm.empty()) {
         norm(l.mlp_norm, l.mlp_norm_bias, x_.data(), normed2_.data());
@@ -90,7 +93,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     row += n;
   }
   const std::int64_t rows = static_cast<std::int64_t>(last.size()) / h;
-  if (s.arch == Arch::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
+  if (s.family == Family::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
   else layer_norm(last.data(), rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, last.data());
   logits.resize(static_cast<std::size_t>(rows * s.vocab));
   matmul_nt(last.data(), rows, h, w_.output_matrix(), s.vocab, logits.data());
@@ -98,37 +101,38 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
 
 void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs,
                                   KvCache& cache, const float* normed, float* out) {
-  const ModelSpec& s = w_.spec;
-  const HeadPartition& p = w_.heads;
+  const model::Architecture& s = w_.spec;
+  const model::RankShard& p = w_.heads;
   const LayerWeights& l = w_.layers[static_cast<std::size_t>(layer)];
   const std::int64_t hd = s.head_dim;
-  const std::int64_t qkv_width = (p.q_count + 2 * p.kv_count) * hd;
+  const std::int64_t q_heads = p.q_heads, kv_heads = p.kv_heads;
+  const std::int64_t qkv_width = (q_heads + 2 * kv_heads) * hd;
   qkv_.resize(static_cast<std::size_t>(tokens_ * qkv_width));
   matmul_nt(normed, tokens_, s.hidden, l.wqkv.data(), qkv_width, qkv_.data());
 
-  const RopeParams rope{s.head_dim, s.rope_theta, s.rope_linear_factor, s.rope_style};
-  apply_rope(qkv_.data(), tokens_, qkv_width, p.q_count + p.kv_count, positions_, rope);
+  const RopeParams rope{static_cast<std::int32_t>(hd), s.rope_theta, s.rope_linear_factor, w_.layout.rope_style};
+  apply_rope(qkv_.data(), tokens_, qkv_width, static_cast<std::int32_t>(q_heads + kv_heads), positions_, rope);
 
-  attn_.resize(static_cast<std::size_t>(tokens_ * p.q_count * hd));
+  attn_.resize(static_cast<std::size_t>(tokens_ * q_heads * hd));
   const KvPlaneView kp = cache.k(layer), vp = cache.v(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::int64_t row = 0;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     const float* base = qkv_.data() + row * qkv_width;
-    write_kv(kp, vp, q.block_table, q.first_position, n, base + p.q_count * hd,
-             base + (p.q_count + p.kv_count) * hd, qkv_width);
-    paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width, p.q_count, scale,
-                    attn_.data() + row * p.q_count * hd, scratch_);
+    write_kv(kp, vp, q.block_table, q.first_position, n, base + q_heads * hd,
+             base + (q_heads + kv_heads) * hd, qkv_width);
+    paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width,
+                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, scratch_);
     row += n;
   }
-  matmul_nt(attn_.data(), tokens_, p.q_count * hd, l.wo.data(), s.hidden, out);
+  matmul_nt(attn_.data(), tokens_, q_heads * hd, l.wo.data(), s.hidden, out);
 }
 
 void Transformer::mlp_block(const LayerWeights& l, const float* normed, float* out) {
-  const ModelSpec& s = w_.spec;
-  const std::int64_t f = w_.heads.ffn_count;
-  if (s.arch == Arch::llama) {
+  const model::Architecture& s = w_.spec;
+  const std::int64_t f = w_.heads.ffn_columns;
+  if (s.family == Family::llama) {
     up_.resize(static_cast<std::size_t>(tokens_ * 2 * f));
     matmul_nt(normed, tokens_, s.hidden, l.w_up.data(), 2 * f, up_.data());
     act_.resize(static_cast<std::size_t>(tokens_ * f));

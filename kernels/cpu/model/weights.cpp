@@ -1,5 +1,6 @@
 #include "kernels/cpu/model/weights.hpp"
 
+#include "model/format/read_architecture.hpp"
 #include "model/format/tensor_source.hpp"
 
 #include <algorithm>
@@ -10,6 +11,7 @@ namespace actorlm::kernels::cpu {
 
 namespace {
 
+using model::Family;
 using Shape = std::vector<std::int64_t>;
 
 // Tensor names of one checkpoint convention.
@@ -20,13 +22,13 @@ struct Names {
   std::string q, k, v, qkv, o, gate, up, down;
 };
 
-Names names_for(const ModelSpec& s) {
-  if (s.format == CheckpointFormat::gguf) {
+Names names_for(const model::Architecture& s, const model::WeightLayout& layout) {
+  if (layout.format == model::CheckpointFormat::gguf) {
     Names n{"token_embd.weight", "output_norm.weight", "output_norm.bias", "output.weight",
             "blk.", ".attn_norm.weight", ".attn_norm.bias", ".ffn_norm.weight", "", ".attn_q.weight",
             ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight", ".attn_output.weight",
             ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"};
-    if (s.arch == Arch::falcon && s.two_norms) {
+    if (s.two_norms()) {
       // llama.cpp's converter maps the 40B design's ln_mlp to attn_norm and ln_attn to
       // attn_norm_2 (gguf-py tensor_mapping.py); its graph normalizes attention input by attn_norm_2.
       n.attn_norm = ".attn_norm_2.weight";
@@ -36,7 +38,7 @@ Names names_for(const ModelSpec& s) {
     }
     return n;
   }
-  if (s.arch == Arch::llama)
+  if (s.family == Family::llama)
     return {"model.embed_tokens.weight", "model.norm.weight", "", "lm_head.weight",
             "model.layers.", ".input_layernorm.weight", "", ".post_attention_layernorm.weight", "",
             ".self_attn.q_proj.weight", ".self_attn.k_proj.weight", ".self_attn.v_proj.weight", "",
@@ -46,7 +48,7 @@ Names names_for(const ModelSpec& s) {
           "lm_head.weight", "transformer.h.", ".input_layernorm.weight", ".input_layernorm.bias",
           "", "", "", "", "", ".self_attention.query_key_value.weight", ".self_attention.dense.weight",
           "", ".mlp.dense_h_to_4h.weight", ".mlp.dense_4h_to_h.weight"};
-  if (s.two_norms) {
+  if (s.two_norms()) {
     n.attn_norm = ".ln_attn.weight";
     n.attn_norm_bias = ".ln_attn.bias";
     n.mlp_norm = ".ln_mlp.weight";
@@ -72,10 +74,10 @@ std::vector<float> columns(const std::vector<float>& m, std::int64_t rows, std::
 
 // HF Falcon's new-architecture fused QKV interleaves per KV group: [q x G, k, v] x n_kv.
 // Returns the [Q; K; V] concatenation that GGUF (and the 7B design) use.
-std::vector<float> falcon_grouped_to_concat(const std::vector<float>& w, const ModelSpec& s) {
-  const std::int64_t hd = s.head_dim, h = s.hidden, g = s.n_heads / s.n_kv_heads;
+std::vector<float> falcon_grouped_to_concat(const std::vector<float>& w, const model::Architecture& s) {
+  const std::int64_t hd = s.head_dim, h = s.hidden, g = s.heads / s.kv_heads;
   std::vector<float> q, k, v;
-  for (std::int64_t kv = 0; kv < s.n_kv_heads; ++kv) {
+  for (std::int64_t kv = 0; kv < s.kv_heads; ++kv) {
     const std::int64_t base = kv * (g + 2);
     append_rows(w, h, base * hd, g * hd, q);
     append_rows(w, h, (base + g) * hd, hd, k);
@@ -88,26 +90,6 @@ std::vector<float> falcon_grouped_to_concat(const std::vector<float>& w, const M
 
 }  // namespace
 
-HeadPartition partition_heads(const ModelSpec& s, std::int32_t rank, std::int32_t world) {
-  auto bad = [&](const std::string& what) {
-    return std::invalid_argument("tensor parallel degree " + std::to_string(world) + ": " + what);
-  };
-  if (world < 1 || rank < 0 || rank >= world) throw bad("rank " + std::to_string(rank) + " out of range");
-  if (s.n_heads % world) throw bad(std::to_string(s.n_heads) + " attention heads do not divide");
-  if (s.ffn % world) throw bad("FFN width " + std::to_string(s.ffn) + " does not divide");
-  if (s.n_kv_heads % world && world % s.n_kv_heads)
-    throw bad(std::to_string(s.n_kv_heads) + " KV heads neither divide nor replicate evenly");
-  HeadPartition p;
-  p.q_count = s.n_heads / world;
-  p.q_begin = rank * p.q_count;
-  const std::int32_t group = s.n_heads / s.n_kv_heads;
-  p.kv_begin = p.q_begin / group;
-  p.kv_count = (p.q_begin + p.q_count - 1) / group + 1 - p.kv_begin;
-  p.ffn_count = s.ffn / world;
-  p.ffn_begin = rank * p.ffn_count;
-  return p;
-}
-
 std::size_t ModelWeights::bytes() const {
   std::size_t n = embed.size() + out_norm.size() + out_norm_bias.size() + lm_head.size();
   for (const auto& l : layers)
@@ -116,57 +98,61 @@ std::size_t ModelWeights::bytes() const {
   return n * sizeof(float);
 }
 
-ModelWeights load_weights(const model::TensorSource& src, const ModelSpec& s, std::int32_t rank,
+ModelWeights load_weights(const model::TensorSource& src, const model::Architecture& s, std::int32_t rank,
                           std::int32_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("tensor parallel degree " + std::to_string(world) + ": rank " +
+                                std::to_string(rank) + " out of range");
   ModelWeights w;
   w.spec = s;
+  w.layout = model::read_weight_layout(src);
   w.rank = rank;
   w.world = world;
-  w.heads = partition_heads(s, rank, world);
-  const HeadPartition& p = w.heads;
-  const Names n = names_for(s);
+  w.heads = model::shard_for_rank(s, static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(world));
+  const model::RankShard& p = w.heads;
+  const Names n = names_for(s, w.layout);
   const std::int64_t h = s.hidden, hd = s.head_dim, v = s.vocab, f = s.ffn;
   const Shape vec{h};
 
   w.embed = src.read_f32(n.embed, Shape{v, h});
   w.out_norm = src.read_f32(n.out_norm, vec);
-  if (s.arch == Arch::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
+  if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
   if (!s.tied_embeddings && rank == 0) w.lm_head = src.read_f32(n.lm_head, Shape{v, h});
 
-  w.layers.resize(static_cast<std::size_t>(s.n_layers));
-  for (std::int32_t i = 0; i < s.n_layers; ++i) {
+  w.layers.resize(s.layers);
+  for (std::uint32_t i = 0; i < s.layers; ++i) {
     LayerWeights& l = w.layers[static_cast<std::size_t>(i)];
     const std::string pre = n.layer_prefix + std::to_string(i);
     l.attn_norm = src.read_f32(pre + n.attn_norm, vec);
-    if (s.arch == Arch::falcon) l.attn_norm_bias = src.read_f32(pre + n.attn_norm_bias, vec);
-    if (s.arch == Arch::llama || s.two_norms) l.mlp_norm = src.read_f32(pre + n.mlp_norm, vec);
-    if (s.two_norms) l.mlp_norm_bias = src.read_f32(pre + n.mlp_norm_bias, vec);
+    if (s.family == Family::falcon) l.attn_norm_bias = src.read_f32(pre + n.attn_norm_bias, vec);
+    if (s.norms_per_layer == 2) l.mlp_norm = src.read_f32(pre + n.mlp_norm, vec);
+    if (s.two_norms()) l.mlp_norm_bias = src.read_f32(pre + n.mlp_norm_bias, vec);
 
     std::vector<float> q, k, vv;
-    const std::int64_t qrows = s.n_heads * hd, kvrows = s.n_kv_heads * hd;
-    if (s.arch == Arch::llama) {
+    const std::int64_t qrows = s.heads * hd, kvrows = s.kv_heads * hd;
+    if (s.family == Family::llama) {
       q = src.read_f32(pre + n.q, Shape{qrows, h});
       k = src.read_f32(pre + n.k, Shape{kvrows, h});
       vv = src.read_f32(pre + n.v, Shape{kvrows, h});
     } else {
       std::vector<float> qkv = src.read_f32(pre + n.qkv, Shape{qrows + 2 * kvrows, h});
-      if (s.grouped_qkv) qkv = falcon_grouped_to_concat(qkv, s);
+      if (w.layout.grouped_qkv) qkv = falcon_grouped_to_concat(qkv, s);
       q.assign(qkv.begin(), qkv.begin() + qrows * h);
       k.assign(qkv.begin() + qrows * h, qkv.begin() + (qrows + kvrows) * h);
       vv.assign(qkv.begin() + (qrows + kvrows) * h, qkv.end());
     }
-    append_rows(q, h, p.q_begin * hd, p.q_count * hd, l.wqkv);
-    append_rows(k, h, p.kv_begin * hd, p.kv_count * hd, l.wqkv);
-    append_rows(vv, h, p.kv_begin * hd, p.kv_count * hd, l.wqkv);
-    l.wo = columns(src.read_f32(pre + n.o, Shape{h, qrows}), h, qrows, p.q_begin * hd, p.q_count * hd);
+    append_rows(q, h, p.q_begin * hd, p.q_heads * hd, l.wqkv);
+    append_rows(k, h, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
+    append_rows(vv, h, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
+    l.wo = columns(src.read_f32(pre + n.o, Shape{h, qrows}), h, qrows, p.q_begin * hd, p.q_heads * hd);
 
-    if (s.arch == Arch::llama) {
-      append_rows(src.read_f32(pre + n.gate, Shape{f, h}), h, p.ffn_begin, p.ffn_count, l.w_up);
-      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_count, l.w_up);
+    if (s.family == Family::llama) {
+      append_rows(src.read_f32(pre + n.gate, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
+      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
     } else {
-      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_count, l.w_up);
+      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
     }
-    l.w_down = columns(src.read_f32(pre + n.down, Shape{h, f}), h, f, p.ffn_begin, p.ffn_count);
+    l.w_down = columns(src.read_f32(pre + n.down, Shape{h, f}), h, f, p.ffn_begin, p.ffn_columns);
   }
   return w;
 }

@@ -75,6 +75,11 @@ norm = "rmsnorm"
 norms_per_layer = 2
 max_context = 256
 eos_token_id = 0
+family = "llama"
+norm_eps = 1e-5
+rope_theta = 10000.0
+rope_linear_factor = 1.0
+bos_token_id = 1
 )";
 
 std::string error_of(const std::string& hardware, const std::string& models) {
@@ -89,7 +94,7 @@ std::string error_of(const std::string& hardware, const std::string& models) {
 }  // namespace
 
 BOOST_DATA_TEST_CASE(computes_parameter_counts_that_match_the_published_ones, published, p) {
-  const ModelArch& m = Catalogue::builtin().model(p.key);
+  const ModelPreset& m = Catalogue::builtin().model(p.key);
   double computed = double(m.params());
   if (p.tied_head_twice && m.tied_embeddings) computed += double(m.vocab) * m.hidden;
   BOOST_TEST_MESSAGE(p.key << ": computed " << m.params() << " (as published: " << computed
@@ -99,7 +104,7 @@ BOOST_DATA_TEST_CASE(computes_parameter_counts_that_match_the_published_ones, pu
 }
 
 BOOST_AUTO_TEST_CASE(counts_falcon_40b_with_its_two_layer_norms_and_grouped_kv) {
-  const ModelArch& m = Catalogue::builtin().model("falcon-40b");
+  const ModelPreset& m = Catalogue::builtin().model("falcon-40b");
   // Per layer: QKV 8192 x (128 + 2 x 8) x 64, dense 8192^2, MLP 2 x 8192 x 32768, 2 layer norms
   // of weight + bias.
   const std::uint64_t layer = 8192ull * 144 * 64 + 8192ull * 8192 + 2ull * 8192 * 32768 + 2ull * 2 * 8192;
@@ -172,6 +177,15 @@ BOOST_AUTO_TEST_CASE(reports_kv_heads_that_do_not_divide_the_heads) {
   models.replace(models.find("kv_heads = 2"), 12, "kv_heads = 3");
   BOOST_TEST(error_of(good_hardware, models) ==
              "m.toml:6:12: model.tiny.kv_heads: must divide heads (4), found 3");
+}
+
+BOOST_AUTO_TEST_CASE(reports_an_entry_that_contradicts_its_family) {
+  std::string models = good_models;
+  models.replace(models.find("family = \"llama\""), 16, "family = \"falcon\"");
+  const std::string what = error_of(good_hardware, models);
+  BOOST_TEST(what.find("m.toml:13:8: model.tiny.norm: must be layernorm for the falcon family") != std::string::npos, what);
+  BOOST_TEST(what.find("model.tiny.ffn_kind: must be gelu for the falcon family") != std::string::npos, what);
+  BOOST_TEST(what.find("model.tiny.parallel_attention: must be true for the falcon family") != std::string::npos, what);
 }
 
 BOOST_AUTO_TEST_CASE(reports_a_toml_syntax_error_with_its_position) {

@@ -22,7 +22,7 @@ const Catalogue& cat() { return Catalogue::builtin(); }
 
 // One sequence decoding its next token after `c` positions, tensor parallel over p GPUs: every
 // term of the roofline, written out independently of the model's code.
-double decode_formula(const ModelArch& m, const Hardware& hw, double p, double c) {
+double decode_formula(const ModelPreset& m, const Hardware& hw, double p, double c) {
   const double F = hw.flops * hw.compute_efficiency, B = hw.bandwidth * hw.memory_efficiency;
   const double link = hw.link_bandwidth * hw.link_efficiency, lat = hw.link_latency;
   const double L = m.layers, H = m.hidden, d = m.head_dim;
@@ -66,7 +66,7 @@ BOOST_DATA_TEST_CASE(one_decode_step_equals_the_roofline_formula,
                          data::make({"a10g", "a100-80gb", "h100-sxm"}) * data::make({1u, 8u}) *
                          data::make({1u, 300u, 2000u}),
                      model, gpu, degree, context) {
-  const ModelArch& m = cat().model(model);
+  const ModelPreset& m = cat().model(model);
   const Hardware& hw = cat().hardware(gpu);
   if (m.heads % degree != 0) return;  // Falcon-7B's 71 heads: TP 1 only (tested in the memory model)
   const CostModel cost(m, hw, {ParallelKind::tensor, degree}, 16);
@@ -76,7 +76,7 @@ BOOST_DATA_TEST_CASE(one_decode_step_equals_the_roofline_formula,
 
 BOOST_AUTO_TEST_CASE(a_decode_step_is_bound_by_reading_the_weights) {
   // Falcon-40B on A10G: a decode step cannot beat streaming each GPU's weights once.
-  const ModelArch& m = cat().model("falcon-40b");
+  const ModelPreset& m = cat().model("falcon-40b");
   const Hardware& hw = cat().hardware("a10g");
   for (std::uint32_t tp : {4u, 8u}) {
     const CostModel cost(m, hw, {ParallelKind::tensor, tp}, 16);
@@ -99,7 +99,7 @@ BOOST_AUTO_TEST_CASE(a_decode_step_is_bound_by_reading_the_weights) {
 
 BOOST_AUTO_TEST_CASE(more_bandwidth_or_flops_never_makes_a_step_slower) {
   std::mt19937_64 rng(20240611);
-  const ModelArch& m = cat().model("llama-2-70b");
+  const ModelPreset& m = cat().model("llama-2-70b");
   const Hardware base = cat().hardware("a10g");
   for (int trial = 0; trial < 2000; ++trial) {
     StepShape s;
@@ -145,8 +145,8 @@ BOOST_AUTO_TEST_CASE(prefill_pairs_follow_the_causal_mask_across_chunks) {
 }
 
 BOOST_AUTO_TEST_CASE(parallel_attention_needs_one_all_reduce_per_layer_sequential_blocks_two) {
-  ModelArch parallel = cat().model("falcon-40b");
-  ModelArch sequential = parallel;
+  ModelPreset parallel = cat().model("falcon-40b");
+  ModelPreset sequential = parallel;
   sequential.parallel_attention = false;
   const Hardware& hw = cat().hardware("a10g");
   const StepShape s = decode_batch(8, 200);
@@ -157,7 +157,7 @@ BOOST_AUTO_TEST_CASE(parallel_attention_needs_one_all_reduce_per_layer_sequentia
 }
 
 BOOST_AUTO_TEST_CASE(a_layer_split_runs_one_gpu_at_a_time_and_copies_activations_between_them) {
-  const ModelArch& m = cat().model("falcon-40b");
+  const ModelPreset& m = cat().model("falcon-40b");
   const Hardware& hw = cat().hardware("a10g");
   const StepShape s = decode_batch(4, 300);
   const StepCost one = CostModel(m, hw, {ParallelKind::tensor, 1}, 16).step(s);
@@ -170,7 +170,7 @@ BOOST_AUTO_TEST_CASE(a_layer_split_runs_one_gpu_at_a_time_and_copies_activations
 }
 
 BOOST_AUTO_TEST_CASE(swapped_blocks_cross_the_host_link) {
-  const ModelArch& m = cat().model("llama-2-7b");
+  const ModelPreset& m = cat().model("llama-2-7b");
   const Hardware& hw = cat().hardware("a10g");
   const CostModel cost(m, hw, {ParallelKind::tensor, 2}, 16);
   StepShape s;

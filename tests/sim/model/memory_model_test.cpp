@@ -31,7 +31,7 @@ MemoryBreakdown falcon40b_a10g(Parallelism p, MemoryOptions o = djl_options()) {
   return plan_memory(cat().model("falcon-40b"), cat().hardware("a10g"), cat().runtime(), p, o);
 }
 
-std::string message_of(const ModelArch& m, const Hardware& h, Parallelism p, MemoryOptions o) {
+std::string message_of(const ModelPreset& m, const Hardware& h, Parallelism p, MemoryOptions o) {
   try {
     plan_memory(m, h, cat().runtime(), p, o);
   } catch (const std::invalid_argument& e) {
@@ -66,13 +66,13 @@ BOOST_AUTO_TEST_CASE(falcon_40b_at_tp_8_has_one_kv_head_per_rank_and_more_room) 
 }
 
 BOOST_AUTO_TEST_CASE(replicates_kv_heads_when_there_are_fewer_than_ranks) {
-  const ModelArch& m = cat().model("llama-2-70b");  // 8 KV heads
-  BOOST_TEST(rank_shape(m, 8).kv_heads == 1u);
-  BOOST_TEST(rank_shape(m, 16).kv_heads == 1u);  // 16 ranks: each holds a copy of one KV head
-  BOOST_TEST(rank_shape(m, 16).q_heads == 4u);
-  BOOST_TEST(rank_shape(cat().model("falcon-7b"), 1).kv_heads == 1u);
-  BOOST_CHECK_THROW(rank_shape(cat().model("falcon-7b"), 4), std::invalid_argument);  // 71 heads
-  BOOST_CHECK_THROW(rank_shape(m, 3), std::invalid_argument);
+  const ModelPreset& m = cat().model("llama-2-70b");  // 8 KV heads
+  BOOST_TEST(rank_shard(m, 8).kv_heads == 1u);
+  BOOST_TEST(rank_shard(m, 16).kv_heads == 1u);  // 16 ranks: each holds a copy of one KV head
+  BOOST_TEST(rank_shard(m, 16).q_heads == 4u);
+  BOOST_TEST(rank_shard(cat().model("falcon-7b"), 1).kv_heads == 1u);
+  BOOST_CHECK_THROW(rank_shard(cat().model("falcon-7b"), 4), std::invalid_argument);  // 71 heads
+  BOOST_CHECK_THROW(rank_shard(m, 3), std::invalid_argument);
 }
 
 BOOST_DATA_TEST_CASE(breakdown_components_sum_to_the_usable_budget,
@@ -127,19 +127,19 @@ BOOST_AUTO_TEST_CASE(a_layer_split_puts_a_slice_of_layers_and_their_kv_on_each_g
   BOOST_TEST(b.layers == 15u);
   BOOST_TEST(b.kv_bytes_per_token == 2.0 * 15 * 8 * 64 * 2);  // whole KV heads of 15 layers
   BOOST_TEST(b.comm_bytes == 0);
-  const ModelArch& m = cat().model("falcon-40b");
+  const ModelPreset& m = cat().model("falcon-40b");
   // The binding GPU holds 15 layers and one copy of the (tied) embedding, plus a norm or not.
   const double layers = 15.0 * double(m.layer_params()) * 2;
   BOOST_TEST(b.weights_bytes >= layers + 2.0 * m.vocab * m.hidden);
   BOOST_TEST(b.weights_bytes <= layers + 2.0 * m.vocab * m.hidden + 2.0 * m.norm_params());
-  BOOST_TEST(layers_on_gpu(m, 7, 0) == 9u);  // 60 = 4 x 9 + 3 x 8
-  BOOST_TEST(layers_on_gpu(m, 7, 6) == 8u);
+  BOOST_TEST(actorlm::model::layers_of_stage(m, 7, 0) == 9u);  // 60 = 4 x 9 + 3 x 8
+  BOOST_TEST(actorlm::model::layers_of_stage(m, 7, 6) == 8u);
 }
 
 BOOST_AUTO_TEST_CASE(every_gpu_of_a_layer_split_gets_the_same_blocks_and_its_own_breakdown) {
   MemoryOptions o = djl_options();
   o.gpu_memory_utilization = 1.0;
-  const ModelArch& m = cat().model("falcon-40b");
+  const ModelPreset& m = cat().model("falcon-40b");
   const auto all = plan_memory_per_gpu(m, cat().hardware("a10g"), cat().runtime(), {ParallelKind::layers, 8}, o);
   BOOST_TEST_REQUIRE(all.size() == 8u);
   std::uint32_t layers = 0;

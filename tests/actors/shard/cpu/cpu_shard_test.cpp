@@ -6,6 +6,7 @@
 
 #include "actors/shard/cpu/cpu_shard.hpp"
 #include "model/format/open.hpp"
+#include "model/format/read_architecture.hpp"
 
 #include <cmath>
 
@@ -15,7 +16,7 @@ namespace {
 
 struct Fixture {
   std::unique_ptr<model::TensorSource> src = model::open_tensor_source(std::string(ACTORLM_MODEL_FIXTURES) + "/llama.gguf");
-  kernels::cpu::ModelSpec spec = kernels::cpu::read_model_spec(*src);
+  model::Architecture spec = model::read_architecture(*src);
   std::shared_ptr<const kernels::cpu::ModelWeights> weights =
       std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*src, spec));
   shard::CpuShard make() const { return shard::CpuShard(weights, {4, 32, 8}); }

@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/model/transformer.hpp"
 #include "model/format/open.hpp"
+#include "model/format/read_architecture.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -37,14 +38,14 @@ inline Reference load_reference(const std::string& name) {
 
 struct LoadedModel {
   std::unique_ptr<model::TensorSource> source;
-  kernels::cpu::ModelSpec spec;
+  model::Architecture spec;
   kernels::cpu::ModelWeights weights;
 };
 
 inline LoadedModel load_model(const std::string& name, std::int32_t rank = 0, std::int32_t world = 1) {
   LoadedModel m;
   m.source = model::open_tensor_source(fixture(name));
-  m.spec = kernels::cpu::read_model_spec(*m.source);
+  m.spec = model::read_architecture(*m.source);
   m.weights = kernels::cpu::load_weights(*m.source, m.spec, rank, world);
   return m;
 }
