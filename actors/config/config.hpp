@@ -42,6 +42,8 @@ struct EngineConfig {
   std::int64_t tensor_parallel_degree = 1;  // [1, 64]; must divide the model's heads and FFN width
   Batching batching = Batching::paged;
   std::int64_t seed = 0;                    // [0, 2^63)
+  double step_timeout_s = 60.0;             // (0, 86400]: a step (or a reservation) unanswered
+                                            // this long is failed; see scheduler_actor.hpp
   bool operator==(const EngineConfig&) const = default;
 };
 

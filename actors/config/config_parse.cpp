@@ -53,6 +53,7 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.integer("tensor_parallel_degree", c.tensor_parallel_degree, {1, 64});  // any: cpu TP 3 for 9 heads
   r.choice("batching", c.batching, {Batching::dynamic, Batching::continuous, Batching::paged});
   r.integer("seed", c.seed, {0, int64_max});
+  r.number("step_timeout_s", c.step_timeout_s, {0, 86400, /*lo_open=*/true});
 }
 
 void read_cache(TableReader& r, CacheConfig& c) {

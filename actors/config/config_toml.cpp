@@ -111,6 +111,7 @@ std::string to_toml(const Config& c) {
   w.entry("tensor_parallel_degree", c.engine.tensor_parallel_degree);
   w.entry("batching", to_string(c.engine.batching));
   w.entry("seed", c.engine.seed);
+  w.entry("step_timeout_s", c.engine.step_timeout_s);
 
   w.section("cache");
   w.entry("block_size", c.cache.block_size);

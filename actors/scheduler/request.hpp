@@ -5,6 +5,7 @@
 #include "actors/kv/kv_types.hpp"
 #include "actors/shard/shard_messages.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -33,9 +34,12 @@ enum class SubmitStatus : std::uint8_t {
   too_long,    // prompt + max_tokens can never fit (model length, KV cache, token budget)
   invalid,     // empty prompt, zero max_tokens or n, duplicate id, a token id outside the
                // vocabulary, sampling parameters out of range
+  unavailable, // the engine lost a shard or its block manager and serves nothing more (HTTP: 503)
 };
 
-enum class FinishReason : std::uint8_t { length, stop, abort };
+// error: the step that was to produce the sample's next token failed (a shard's error reply,
+// the step deadline), or the engine lost a component; SinkBatch::error says which.
+enum class FinishReason : std::uint8_t { length, stop, abort, error };
 
 struct TokenEvent {
   RequestId request = 0;
@@ -56,6 +60,12 @@ struct StepEvents {
   std::vector<TokenEvent> tokens;
   std::vector<FinishEvent> finished;
 };
+
+// Records (RequestRecord, StepRecord) wait until someone takes them: the metrics pump, the
+// simulator's driver. A daemon that nobody scrapes keeps at most max_kept_records of each kind;
+// when full, the oldest records_dropped_when_full go at once, so dropping stays O(1) per record.
+inline constexpr std::size_t max_kept_records = 65536;
+inline constexpr std::size_t records_dropped_when_full = 32768;
 
 // Timestamps of a finished request, for metrics and the simulator's reports.
 struct RequestRecord {

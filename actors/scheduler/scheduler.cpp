@@ -25,6 +25,7 @@ SchedulerOptions SchedulerOptions::from(const config::Config& c, std::uint32_t d
   o.num_host_blocks = host_blocks;
   o.watermark = c.cache.watermark;
   o.prefix_caching = c.cache.prefix_caching;
+  o.step_timeout = static_cast<Time>(c.engine.step_timeout_s * 1e9);
   return o;
 }
 
@@ -99,15 +100,25 @@ std::vector<FinishEvent> Scheduler::abort(RequestId id, Time now) {
   Request* r = find(id);
   if (r == nullptr) return {};
   StepEvents ev;
-  for (Seq& s : r->seqs)
-    if (!s.finished) finish_sample(*r, s, FinishReason::abort, now, ev);
-  // Samples not yet forked have no sequence: they end too.
-  for (std::uint32_t j = static_cast<std::uint32_t>(r->seqs.size()); j < r->spec.n; ++j) {
-    r->record.reasons[j] = FinishReason::abort;
-    ev.finished.push_back({id, j, FinishReason::abort});
-  }
-  retire(id, now);
+  end_request(*r, FinishReason::abort, now, ev);
   return ev.finished;
+}
+
+void Scheduler::end_request(Request& r, FinishReason why, Time now, StepEvents& ev) {
+  const RequestId id = r.spec.id;
+  bool all_done = true;  // a dynamic batch's member that finished and waits for its batch
+  for (Seq& s : r.seqs)
+    if (!s.finished) {
+      all_done = false;
+      finish_sample(r, s, why, now, ev);
+    }
+  // Samples not yet forked have no sequence: they end too.
+  for (std::uint32_t j = static_cast<std::uint32_t>(r.seqs.size()); j < r.spec.n; ++j) {
+    all_done = false;
+    r.record.reasons[j] = why;
+    ev.finished.push_back({id, j, why});
+  }
+  retire(id, all_done && r.record.finished >= 0 ? r.record.finished : now);
 }
 
 void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEvents& ev) {
@@ -149,8 +160,7 @@ void Scheduler::retire(RequestId id, Time now) {
 }
 
 StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
-  if (!in_flight_ || result.step_id != step_id_)
-    throw std::logic_error("Scheduler::on_executed: no such step in flight");
+  if (!in_flight_ || result.step_id != step_id_) return {};  // a late reply for a failed step
   in_flight_ = false;
   StepEvents ev;
   ev.tokens.reserve(result.tokens.size());
@@ -227,10 +237,54 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
     }
   }
   current_.end = now;
-  // Kept until taken; a daemon nobody asks keeps the latest 65,536 and drops older halves.
-  if (step_records_.size() >= 65536) step_records_.erase(step_records_.begin(), step_records_.begin() + 32768);
-  step_records_.push_back(current_);
+  keep_step_record();
   planned_.clear();
+  return ev;
+}
+
+void Scheduler::keep_step_record() {
+  // Kept until taken; a daemon nobody asks keeps the newest ones only.
+  if (step_records_.size() >= max_kept_records)
+    step_records_.erase(step_records_.begin(), step_records_.begin() + records_dropped_when_full);
+  step_records_.push_back(current_);
+}
+
+StepEvents Scheduler::fail_step(std::uint64_t id, Time now) {
+  StepEvents ev;
+  if (!in_flight_ || id != step_id_) return ev;
+  in_flight_ = false;
+  // The step's work, and the block moves it carried: a swap whose copy may not have happened
+  // leaves the request's KV unknown. (Refused moves were undone by on_reserved: those requests
+  // are back in their old state and keep going.)
+  std::vector<RequestId> failed;
+  for (const Work& w : planned_) failed.push_back(w.request);
+  for (RequestId rid : swapping_out_)
+    if (const Request* r = find(rid); r != nullptr && r->state == State::swapped) failed.push_back(rid);
+  for (RequestId rid : swapping_in_)
+    if (const Request* r = find(rid); r != nullptr && r->state == State::running) failed.push_back(rid);
+  for (RequestId rid : failed)
+    if (Request* r = find(rid)) end_request(*r, FinishReason::error, now, ev);  // once each: retired
+  current_.end = now;
+  keep_step_record();
+  planned_.clear();
+  swapping_in_.clear();
+  swapping_out_.clear();
+  return ev;
+}
+
+StepEvents Scheduler::fail_all(Time now) {
+  StepEvents ev;
+  in_flight_ = false;
+  std::vector<RequestId> ids;
+  for (const auto* list : {&running_, &swapped_, &waiting_, &batch_}) ids.insert(ids.end(), list->begin(), list->end());
+  for (const Work& w : planned_) ids.push_back(w.request);
+  for (RequestId rid : ids)
+    if (Request* r = find(rid)) end_request(*r, FinishReason::error, now, ev);
+  planned_.clear();
+  swapping_in_.clear();
+  swapping_out_.clear();
+  pending_forks_.clear();
+  lending_.clear();
   return ev;
 }
 

@@ -47,6 +47,8 @@ struct SchedulerOptions {
   // out and back in (the simulator supplies its own; these suit a PCIe 4 GPU).
   double recompute_s_per_token = 5e-5;
   double swap_s_per_block = 2e-5;
+  // The scheduler actor's deadline for a step's answer and a reservation's (engine.step_timeout_s).
+  Time step_timeout = 60'000'000'000;
 
   static SchedulerOptions from(const config::Config&, std::uint32_t num_device_blocks,
                                std::uint32_t num_host_blocks);
@@ -78,7 +80,21 @@ class Scheduler {
   // When the dynamic regime's batching delay ends, if it is waiting for one.
   std::optional<Time> next_wakeup() const;
   shard::Step on_reserved(const kv::ReserveReply&);
+  // A result for a step that is not in flight (a late reply for a step already failed by
+  // fail_step or fail_all) changes nothing and produces no events.
   StepEvents on_executed(const shard::StepResult&, Time now);
+
+  // Failures (scheduler.cpp). The step `step_id`, sent to the shards, failed (an error
+  // reply, its deadline passed): every request with work in it, and every request whose blocks
+  // it was swapping out, ends with FinishReason::error; their blocks go to the pending frees as
+  // an abort's do, and the next plan() may run. No events when that step is not in flight.
+  StepEvents fail_step(std::uint64_t step_id, Time now);
+  // The engine cannot go on (a shard or the block manager is gone): every request, in any
+  // state, ends with FinishReason::error and nothing is in flight afterwards. The block
+  // manager's answer to a reservation still in flight, if any, must be ignored.
+  StepEvents fail_all(Time now);
+  // The step planned last (the one in flight, if any).
+  std::uint64_t step_id() const { return step_id_; }
 
   bool in_flight() const { return in_flight_; }
   bool has_work() const { return !waiting_.empty() || !running_.empty() || !swapped_.empty(); }
@@ -137,7 +153,10 @@ class Scheduler {
   // bookkeeping (scheduler.cpp)
   Request* find(RequestId);
   void finish_sample(Request&, Seq&, FinishReason, Time now, StepEvents&);
+  // Ends every sample of a request still going (forked or not yet) with `why` and retires it.
+  void end_request(Request&, FinishReason why, Time now, StepEvents&);
   void retire(RequestId, Time now);
+  void keep_step_record();  // current_, within max_kept_records
   void remove_from(std::vector<RequestId>&, RequestId);
   shard::SeqWork make_work(const Request&, const Seq&, const Work&) const;
 

@@ -3,26 +3,37 @@
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 #include <caf/stateful_actor.hpp>
+#include <caf/system_messages.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <optional>
+#include <string>
 #include <unordered_map>
 
 namespace actorlm::scheduler {
 
 namespace {
 
+// What the engine is waiting for: nothing, the block manager's reservation, or rank 0's step.
+enum class Phase : std::uint8_t { idle, reserving, executing };
+
 struct SchedulerState {
   std::optional<Scheduler> policy;
   kv::block_manager_actor block_manager;
+  bool block_manager_up = true;
   std::vector<shard::shard_actor> shards;
   std::unordered_map<RequestId, token_sink> sinks;
-  bool busy = false;          // an iteration is between plan and on_executed
-  bool tick_pending = false;  // a wake-up for the batching delay is scheduled
+  Phase phase = Phase::idle;
+  std::uint64_t phase_step = 0;   // the policy's step id of what is in flight
+  Time deadline = 0;              // what is in flight fails if unanswered by then
+  bool watchdog_pending = false;  // one sched_watchdog_atom is on its way
+  bool tick_pending = false;      // a wake-up for the batching delay is scheduled
   kv::KvStats kv;
   std::uint64_t steps = 0;
   std::vector<RequestRecord> finished;  // kept for sched_requests_atom, bounded
+  std::string failure;                  // why the engine is unhealthy; empty while healthy
   static inline const char* name = "scheduler";
 };
 
@@ -34,8 +45,15 @@ Time now(self_ptr self) {
       .count();
 }
 
-// One message per sink per step, however many of its requests produced tokens.
-void deliver(self_ptr self, const StepEvents& ev) {
+std::string seconds_text(Time ns) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", double(ns) * 1e-9);
+  return buf;
+}
+
+// One message per sink per step, however many of its requests produced tokens. `error` goes
+// with the batches when some of the finishes are FinishReason::error.
+void deliver(self_ptr self, const StepEvents& ev, const std::string& error = {}) {
   auto& sinks = self->state.sinks;
   std::unordered_map<caf::abstract_actor*, std::pair<token_sink, SinkBatch>> out;
   auto batch_of = [&](RequestId id) -> SinkBatch* {
@@ -48,67 +66,172 @@ void deliver(self_ptr self, const StepEvents& ev) {
   for (const auto& t : ev.tokens)
     if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(t);
   for (const auto& f : ev.finished)
-    if (SinkBatch* b = batch_of(f.request)) b->finished.push_back(f);
+    if (SinkBatch* b = batch_of(f.request)) {
+      b->finished.push_back(f);
+      if (f.reason == FinishReason::error) b->error = error;
+    }
   for (auto& [ptr, slot] : out) self->send(slot.first, std::move(slot.second));
   auto& kept = self->state.finished;
   for (auto& rec : self->state.policy->take_finished_records()) {
     sinks.erase(rec.id);
     // Nobody may be reading the records (no metrics scrape): keep the newest ones only.
-    if (kept.size() >= 65536) kept.erase(kept.begin(), kept.begin() + 32768);
+    if (kept.size() >= max_kept_records)
+      kept.erase(kept.begin(), kept.begin() + records_dropped_when_full);
     kept.push_back(std::move(rec));
   }
 }
 
-void finish_step(self_ptr self, const shard::StepResult& result);
+void iterate(self_ptr self);
 
-// Starts the next iteration unless one is running or there is nothing to do.
-void iterate(self_ptr self) {
+// Something was sent that must be answered by `now + step_timeout`. The watchdog already on its
+// way fires no later than that (deadlines only grow), and re-arms itself then.
+void begin_phase(self_ptr self, Phase phase, Time t) {
   auto& st = self->state;
-  if (st.busy) return;
-  auto req = st.policy->plan(now(self));
-  if (!req) {
-    // Nothing to run: return what aborts freed, and wake up when a batching delay ends.
-    if (auto frees = st.policy->take_pending_frees(); !frees.empty())
-      self->request(st.block_manager, caf::infinite, kv::kv_abort_atom::value, std::move(frees))
-          .then([](const std::vector<kv::SeqId>&) {});
-    if (auto wake = st.policy->next_wakeup(); wake && !st.tick_pending) {
-      st.tick_pending = true;
-      const auto delay = std::max<Time>(0, *wake - now(self));
-      self->delayed_send(self, std::chrono::nanoseconds(delay), sched_tick_atom::value);
-    }
-    return;
-  }
-  st.busy = true;
-  self->request(st.block_manager, caf::infinite, std::move(*req))
-      .then(
-          [self](const kv::ReserveReply& reply) {
-            auto& st = self->state;
-            st.kv = reply.stats;
-            auto step = st.policy->on_reserved(reply);
-            if (step.seqs.empty() && step.copies.empty() && step.swap_out.empty() &&
-                step.swap_in.empty()) {
-              finish_step(self, shard::StepResult{step.id, {}, 0});  // only frees and forks
-              return;
-            }
-            for (std::size_t rank = 1; rank < st.shards.size(); ++rank)
-              caf::anon_send(st.shards[rank], step);
-            self->request(st.shards[0], caf::infinite, std::move(step))
-                .then([self](const shard::StepResult& r) { finish_step(self, r); },
-                      [self](caf::error& err) {
-                        // A shard that cannot execute leaves the engine unable to serve.
-                        self->quit(std::move(err));
-                      });
-          },
-          [self](caf::error& err) { self->quit(std::move(err)); });
+  st.phase = phase;
+  st.phase_step = st.policy->step_id();
+  st.deadline = t + st.policy->options().step_timeout;
+  if (st.watchdog_pending) return;
+  st.watchdog_pending = true;
+  self->delayed_send(self, std::chrono::nanoseconds(st.policy->options().step_timeout),
+                     sched_watchdog_atom::value);
+}
+
+// The step in flight failed: its requests end with `why`; the engine goes on with the rest.
+void fail_step(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  st.phase = Phase::idle;
+  deliver(self, st.policy->fail_step(st.phase_step, now(self)), why);
+  iterate(self);
+}
+
+// The engine lost a component: every request ends with `why`, and nothing more is served.
+void fail_engine(self_ptr self, const std::string& why) {
+  auto& st = self->state;
+  if (!st.failure.empty()) return;  // the first cause is the one reported
+  st.failure = why;
+  st.phase = Phase::idle;
+  deliver(self, st.policy->fail_all(now(self)), why);
+  // Blocks go back when the block manager can take them (a reservation still in flight, if
+  // any, keeps what it allocated: the engine serves nothing more anyway).
+  if (auto frees = st.policy->take_pending_frees(); !frees.empty() && st.block_manager_up)
+    self->request(st.block_manager, caf::infinite, kv::kv_abort_atom::value, std::move(frees))
+        .then([](const std::vector<kv::SeqId>&) {}, [](caf::error&) {});
 }
 
 void finish_step(self_ptr self, const shard::StepResult& result) {
   auto& st = self->state;
+  st.phase = Phase::idle;
   const auto events = st.policy->on_executed(result, now(self));
-  st.busy = false;
   ++st.steps;
   deliver(self, events);
   iterate(self);
+}
+
+// The block manager answered the reservation of the step in flight: send the step to the shards.
+void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
+  auto& st = self->state;
+  st.kv = reply.stats;
+  auto step = st.policy->on_reserved(reply);
+  if (step.seqs.empty() && step.copies.empty() && step.swap_out.empty() && step.swap_in.empty()) {
+    finish_step(self, shard::StepResult{step.id, {}, 0});  // only frees and forks
+    return;
+  }
+  begin_phase(self, Phase::executing, now(self));
+  for (std::size_t rank = 1; rank < st.shards.size(); ++rank) caf::anon_send(st.shards[rank], step);
+  const std::uint64_t id = step.id;
+  // No timeout here: the watchdog keeps the deadline (see the header).
+  self->request(st.shards[0], caf::infinite, std::move(step))
+      .then(
+          [self, id](const shard::StepResult& r) {
+            auto& st = self->state;
+            if (st.phase != Phase::executing || st.phase_step != id) return;  // failed already
+            finish_step(self, r);
+          },
+          [self, id](caf::error& err) {
+            auto& st = self->state;
+            if (st.phase != Phase::executing || st.phase_step != id) return;
+            fail_step(self, "shard rank 0 failed step " + std::to_string(id) + ": " +
+                                self->system().render(err));
+          });
+}
+
+// Starts the next iteration unless one is running, the engine is unhealthy, or there is
+// nothing to do.
+void iterate(self_ptr self) {
+  auto& st = self->state;
+  if (st.phase != Phase::idle || !st.failure.empty()) return;
+  const Time t = now(self);
+  auto req = st.policy->plan(t);
+  if (!req) {
+    // Nothing to run: return what aborts freed, and wake up when a batching delay ends.
+    // (Nothing waits on the abort's answer, so a block manager that never gives it stalls
+    // nothing; its loss is noticed by the monitor.)
+    if (auto frees = st.policy->take_pending_frees(); !frees.empty())
+      self->request(st.block_manager, caf::infinite, kv::kv_abort_atom::value, std::move(frees))
+          .then([](const std::vector<kv::SeqId>&) {}, [](caf::error&) {});
+    if (auto wake = st.policy->next_wakeup(); wake && !st.tick_pending) {
+      st.tick_pending = true;
+      const auto delay = std::max<Time>(0, *wake - t);
+      self->delayed_send(self, std::chrono::nanoseconds(delay), sched_tick_atom::value);
+    }
+    return;
+  }
+  begin_phase(self, Phase::reserving, t);
+  const std::uint64_t id = st.phase_step;
+  self->request(st.block_manager, caf::infinite, std::move(*req))
+      .then(
+          [self, id](const kv::ReserveReply& reply) {
+            auto& st = self->state;
+            if (st.phase != Phase::reserving || st.phase_step != id) return;  // failed already
+            on_reserved(self, reply);
+          },
+          [self, id](caf::error& err) {
+            auto& st = self->state;
+            if (st.phase != Phase::reserving || st.phase_step != id) return;
+            // Its state and the policy's mirror may now differ: nothing more can be trusted.
+            fail_engine(self, "the block manager failed the reservation for step " +
+                                  std::to_string(id) + ": " + self->system().render(err));
+          });
+}
+
+void on_watchdog(self_ptr self) {
+  auto& st = self->state;
+  st.watchdog_pending = false;
+  if (st.phase == Phase::idle) return;  // never re-armed while idle
+  const Time t = now(self);
+  if (t < st.deadline) {
+    st.watchdog_pending = true;
+    self->delayed_send(self, std::chrono::nanoseconds(st.deadline - t), sched_watchdog_atom::value);
+    return;
+  }
+  const std::string limit = seconds_text(st.policy->options().step_timeout) + " (engine.step_timeout_s)";
+  if (st.phase == Phase::executing)
+    fail_step(self, "shard rank 0 did not answer step " + std::to_string(st.phase_step) + " within " + limit);
+  else
+    fail_engine(self, "the block manager did not answer the reservation for step " +
+                          std::to_string(st.phase_step) + " within " + limit);
+}
+
+// Which engine component an address is, for the down handler; empty when none.
+std::string component_name(self_ptr self, const caf::actor_addr& who) {
+  auto& st = self->state;
+  if (who == st.block_manager.address()) return "the block manager";
+  for (std::size_t rank = 0; rank < st.shards.size(); ++rank)
+    if (st.shards[rank] && who == st.shards[rank].address()) return "shard rank " + std::to_string(rank);
+  return {};
+}
+
+void monitor_components(self_ptr self) {
+  auto& st = self->state;
+  self->monitor(st.block_manager);
+  for (const auto& s : st.shards)
+    if (s) self->monitor(s);  // null: an idle rank of the simulator, with no actor behind it
+  self->set_down_handler([self](caf::down_msg& dm) {
+    const std::string who = component_name(self, dm.source);
+    if (who.empty()) return;
+    if (dm.source == self->state.block_manager.address()) self->state.block_manager_up = false;
+    fail_engine(self, who + " stopped: " + self->system().render(dm.reason));
+  });
 }
 
 scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
@@ -117,8 +240,10 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
   self->state.policy.emplace(opt);
   self->state.block_manager = std::move(bm);
   self->state.shards = std::move(shards);
+  monitor_components(self);
   return {
       [self](RequestSpec& spec, token_sink& sink) {
+        if (!self->state.failure.empty()) return SubmitStatus::unavailable;
         const RequestId id = spec.id;
         const auto status = self->state.policy->submit(std::move(spec), now(self));
         if (status == SubmitStatus::accepted) {
@@ -135,7 +260,8 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
         return true;
       },
       [self](sched_stats_atom) {
-        return EngineStats{self->state.policy->counts(), self->state.kv, self->state.steps};
+        const auto& st = self->state;
+        return EngineStats{st.policy->counts(), st.kv, st.steps, st.failure.empty(), st.failure};
       },
       [self](sched_records_atom) { return self->state.policy->take_step_records(); },
       [self](sched_requests_atom) {
@@ -147,6 +273,7 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
         self->state.tick_pending = false;
         iterate(self);
       },
+      [self](sched_watchdog_atom) { on_watchdog(self); },
   };
 }
 

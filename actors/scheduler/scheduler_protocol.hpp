@@ -11,6 +11,8 @@
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <string>
+
 namespace actorlm::scheduler {
 
 using sched_abort_atom = caf::atom_constant<caf::atom("s_abort")>;
@@ -18,38 +20,50 @@ using sched_stats_atom = caf::atom_constant<caf::atom("s_stats")>;
 using sched_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
 using sched_records_atom = caf::atom_constant<caf::atom("s_records")>;
 using sched_requests_atom = caf::atom_constant<caf::atom("s_requests")>;
+using sched_watchdog_atom = caf::atom_constant<caf::atom("s_watchdog")>;
 
 // What one step produced for the requests of one sink: their tokens in order, then the
 // samples that finished. A sink gets at most one batch per step (one message, however many of
-// its requests ran), and a request's last batch holds one FinishEvent per sample.
+// its requests ran), and a request's last batch holds one FinishEvent per sample. `error` says
+// what failed when some of `finished` carry FinishReason::error (empty otherwise), e.g.
+// "shard rank 0 failed step 12: ..." or "shard rank 1 stopped: ...".
 struct SinkBatch {
   std::vector<TokenEvent> tokens;
   std::vector<FinishEvent> finished;
+  std::string error;
 };
 
 // Receives the tokens of the requests submitted with it.
 using token_sink = caf::typed_actor<caf::reacts_to<SinkBatch>>;
 
+// healthy turns false for good when a shard actor or the block manager stops (or the block
+// manager misses its deadline); `failure` then names the component and why, and every later
+// submission is refused with SubmitStatus::unavailable.
 struct EngineStats {
   SchedulerCounts counts;
   kv::KvStats kv;
   std::uint64_t steps = 0;
+  bool healthy = true;
+  std::string failure;
 };
 
-// submit: accepted, queue_full (HTTP 429), too_long or invalid.
+// submit: accepted, queue_full (HTTP 429), too_long, invalid, or unavailable (the engine is
+//         unhealthy: HTTP 503).
 // abort:  true when the request was known; its sink gets FinishEvent{abort} per sample.
-// stats:  queue lengths, KV occupancy after the last step, steps run.
+// stats:  queue lengths, KV occupancy after the last step, steps run, health.
 // records: drains the per-step records kept since the last call (metrics, benchmarks).
-// requests: drains the records of requests finished since the last call (the newest 65,536 at
-//          most are kept between calls).
+// requests: drains the records of requests finished since the last call (the newest
+//          max_kept_records at most are kept between calls).
 // tick:   internal (the dynamic regime's batching delay).
+// watchdog: internal (the deadline of the step or reservation in flight; see scheduler_actor.hpp).
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<RequestSpec, token_sink>::with<SubmitStatus>,
     caf::replies_to<sched_abort_atom, RequestId>::with<bool>,
     caf::replies_to<sched_stats_atom>::with<EngineStats>,
     caf::replies_to<sched_records_atom>::with<std::vector<StepRecord>>,
     caf::replies_to<sched_requests_atom>::with<std::vector<RequestRecord>>,
-    caf::reacts_to<sched_tick_atom>>;
+    caf::reacts_to<sched_tick_atom>,
+    caf::reacts_to<sched_watchdog_atom>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestSpec& x) {
@@ -66,7 +80,7 @@ typename Inspector::result_type inspect(Inspector& f, FinishEvent& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SinkBatch& x) {
-  return f(caf::meta::type_name("SinkBatch"), x.tokens, x.finished);
+  return f(caf::meta::type_name("SinkBatch"), x.tokens, x.finished, x.error);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SchedulerCounts& x) {
@@ -86,7 +100,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestRecord& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, EngineStats& x) {
-  return f(caf::meta::type_name("EngineStats"), x.counts, x.kv, x.steps);
+  return f(caf::meta::type_name("EngineStats"), x.counts, x.kv, x.steps, x.healthy, x.failure);
 }
 
 }  // namespace actorlm::scheduler
