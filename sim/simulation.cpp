@@ -6,6 +6,7 @@
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/scheduler/scheduler_protocol.hpp"
 #include "actors/shard/shard_protocol.hpp"
+#include "kernels/splitmix64.hpp"
 #include "sim/backend/sim_backend.hpp"
 
 #include <caf/actor_system.hpp>
@@ -80,10 +81,7 @@ std::vector<scheduler::TokenId> make_prompt(std::uint64_t id, std::uint32_t leng
   std::vector<scheduler::TokenId> out(length);
   const std::uint64_t v = std::max<std::uint32_t>(vocab, 2);
   for (std::uint32_t i = 0; i < length; ++i) {
-    std::uint64_t z = id * 0x9E3779B97F4A7C15ull + i + 1;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
+    const std::uint64_t z = kernels::splitmix64_mix(id * kernels::splitmix64_gamma + i + 1);
     out[i] = static_cast<scheduler::TokenId>(z % v);
   }
   return out;

@@ -1,6 +1,8 @@
 // Workload generation, validation and description (the TOML reader is in workload_toml.cpp).
 #include "sim/workload.hpp"
 
+#include "kernels/splitmix64.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -52,12 +54,10 @@ class Rng {
 };
 
 // Independent streams for input lengths, output lengths and gaps: changing the length
-// distributions leaves the arrival times of a seed unchanged. SplitMix64 (Steele et al. 2014).
+// distributions leaves the arrival times of a seed unchanged. Stream k's seed is output k + 1
+// of a SplitMix64 generator seeded with `seed`.
 std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t stream) {
-  std::uint64_t z = seed + (stream + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return kernels::splitmix64(seed + stream * kernels::splitmix64_gamma);
 }
 
 std::uint32_t round_clamp(double x, std::uint32_t lo, std::uint32_t hi) {

@@ -1,5 +1,7 @@
 #include "kernels/cpu/sampling.hpp"
 
+#include "kernels/splitmix64.hpp"
+
 #include <unordered_map>
 
 #include <algorithm>
@@ -347,13 +349,6 @@ int32_t draw(std::span<const float> logits, const SamplerParams& p, const RowSta
     }
   }
   return ranking.reaching(u * mass, true, count).last;
-}
-
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 void check_params(std::span<const float> logits, const SamplerParams& p) {

@@ -2,6 +2,8 @@
 // their tokens), one response promise, one delayed message to itself. Nothing else allocates.
 #include "sim/backend/sim_shard.hpp"
 
+#include "kernels/splitmix64.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -16,13 +18,6 @@ namespace actorlm::sim {
 
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer: a bijection with good avalanche
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 constexpr std::uint32_t max_top_logprobs = 20;
 
 }  // namespace
@@ -30,8 +25,11 @@ constexpr std::uint32_t max_top_logprobs = 20;
 kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
                       std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
                       std::int32_t avoid) {
-  const std::uint64_t h =
-      mix(sim_seed ^ mix(request_seed ^ mix(request ^ mix((std::uint64_t{sample} << 40) ^ position))));
+  // splitmix64 (a bijection with good avalanche) chained over the coordinates, innermost first.
+  std::uint64_t h = kernels::splitmix64((std::uint64_t{sample} << 40) ^ position);
+  h = kernels::splitmix64(request ^ h);
+  h = kernels::splitmix64(request_seed ^ h);
+  h = kernels::splitmix64(sim_seed ^ h);
   auto token = static_cast<std::uint32_t>(h % vocab_size);
   if (avoid >= 0 && token == static_cast<std::uint32_t>(avoid) && vocab_size > 1)
     token = (token + 1) % vocab_size;
