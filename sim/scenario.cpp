@@ -6,14 +6,16 @@
 #include "sim/model/catalogue.hpp"
 #include "sim/backend/sim_backend.hpp"
 
+#include "actors/config/table_reader.hpp"
+
 #include <toml++/toml.h>
 
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
-#include <tuple>
 
 namespace actorlm::sim {
 
@@ -26,18 +28,19 @@ bool is_config_section(std::string_view k) {
          std::end(config_sections);
 }
 
-struct Errors {
-  std::string file;
-  std::vector<config::ConfigError> list;
-  void at(const toml::node* n, std::string key, std::string message) {
-    config::ConfigError e{file, 0, 0, std::move(key), std::move(message)};
-    if (n) {
-      e.line = n->source().begin.line;
-      e.column = n->source().begin.column;
-    }
-    list.push_back(std::move(e));
-  }
-};
+// config's TableReader checks the scenario's own tables, so their errors read like the config's.
+using config::detail::ErrorList;
+using config::detail::IntRange;
+using config::detail::NumberRange;
+using config::detail::Position;
+using config::detail::TableReader;
+
+constexpr NumberRange positive{0, std::numeric_limits<double>::infinity(), /*lo_open=*/true};
+
+// An error at `n` (nowhere in the file when null).
+void add_at(ErrorList& errors, const toml::node* n, std::string key, std::string message) {
+  errors.add(n ? config::detail::position_of(*n) : Position{}, std::move(key), std::move(message));
+}
 
 // A parse_config error on tables merged from `layers` (the last wins): located at the node
 // of the layer that supplied the key, named with that layer's prefix.
@@ -67,163 +70,126 @@ config::ConfigError locate(config::ConfigError e, const std::vector<Layer>& laye
 
 // parse_config on the config sections of `merged`, errors located through `layers`.
 std::optional<config::Config> check_config(const toml::table& merged,
-                                           const std::vector<Layer>& layers, Errors& errors) {
+                                           const std::vector<Layer>& layers, ErrorList& errors) {
   std::ostringstream text;
   text << merged;
-  auto parsed = config::parse_config(text.str(), errors.file);
-  for (auto& e : parsed.errors) errors.list.push_back(locate(std::move(e), layers, errors.file));
+  auto parsed = config::parse_config(text.str(), errors.file());
+  for (auto& e : parsed.errors) errors.add(locate(std::move(e), layers, errors.file()));
   if (!parsed.ok()) return std::nullopt;
   parsed.config.engine.backend = config::Backend::sim;
   return parsed.config;
 }
 
-std::optional<double> positive(const toml::table& t, std::string_view key,
-                               const std::string& prefix, Errors& errors) {
-  const toml::node* n = t.get(key);
-  if (!n) return std::nullopt;
-  auto x = n->value<double>();
-  if (n->is_boolean() || n->is_string() || !x || !std::isfinite(*x) || *x <= 0) {
-    errors.at(n, prefix + std::string(key), "expected a number > 0");
-    return std::nullopt;
-  }
-  return x;
+std::optional<double> positive_number(TableReader& r, std::string_view key) {
+  double v = std::numeric_limits<double>::quiet_NaN();  // a valid read is finite
+  r.number(key, v, positive);
+  return std::isnan(v) ? std::nullopt : std::optional<double>(v);
 }
 
-std::optional<std::string> string_of(const toml::table& t, std::string_view key,
-                                     const std::string& prefix, Errors& errors) {
-  const toml::node* n = t.get(key);
-  if (!n) return std::nullopt;
-  if (auto s = n->value_exact<std::string>(); s && !s->empty()) return s;
-  errors.at(n, prefix + std::string(key), "expected a non-empty string");
-  return std::nullopt;
+// An array that must not be empty (the reads accept `[]`); `size` is what the read returned.
+void non_empty(TableReader& r, std::string_view key, std::size_t size, std::string_view of) {
+  if (size == 0 && r.has(key) && r.valid(key))
+    r.error(key, "expected a non-empty array of " + std::string(of) + ", found []");
 }
 
-void unknown_keys(const toml::table& t, std::initializer_list<std::string_view> known,
-                  const std::string& prefix, Errors& errors) {
-  for (const auto& [k, v] : t)
-    if (std::find(known.begin(), known.end(), k.str()) == known.end())
-      errors.at(&v, prefix + std::string(k.str()), "unknown key");
-}
-
-template <class T>
-std::vector<T> list_of(const toml::table& t, std::string_view key, const std::string& prefix,
-                       Errors& errors, std::int64_t lo = 1, std::int64_t hi = 1 << 24) {
-  std::vector<T> out;
-  const toml::node* n = t.get(key);
-  if (!n) return out;
-  const toml::array* a = n->as_array();
-  if (!a || a->empty()) {
-    errors.at(n, prefix + std::string(key), "expected a non-empty array");
-    return out;
-  }
-  for (std::size_t i = 0; i < a->size(); ++i) {
-    const toml::node& e = *a->get(i);
-    const std::string where = prefix + std::string(key) + "[" + std::to_string(i) + "]";
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (auto s = e.value_exact<std::string>()) out.push_back(*s);
-      else errors.at(&e, where, "expected a string");
-    } else if constexpr (std::is_same_v<T, double>) {
-      auto x = e.value<double>();
-      if (e.is_boolean() || e.is_string() || !x || !std::isfinite(*x) || *x <= 0)
-        errors.at(&e, where, "expected a number > 0");
-      else out.push_back(*x);
-    } else {
-      auto x = e.value_exact<std::int64_t>();
-      if (!x || *x < lo || *x > hi)
-        errors.at(&e, where, "expected an integer in [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "]");
-      else out.push_back(static_cast<T>(*x));
-    }
-  }
+std::vector<std::string> name_list(TableReader& r, std::string_view key, std::string_view what) {
+  std::vector<std::string> out;
+  r.string_array(key, out, [](std::string_view v) { return !v.empty(); }, what);
+  non_empty(r, key, out.size(), "strings");
   return out;
 }
 
-void parse_header(const toml::table& t, Scenario& s, Errors& errors) {
-  unknown_keys(t, {"name", "description", "seed"}, "scenario.", errors);
-  if (auto v = string_of(t, "name", "scenario.", errors)) s.name = *v;
-  if (auto v = string_of(t, "description", "scenario.", errors)) s.description = *v;
-  if (const toml::node* n = t.get("seed")) {
-    auto x = n->value_exact<std::int64_t>();
-    if (!x || *x < 0) errors.at(n, "scenario.seed", "expected an integer >= 0");
-    else s.seed = static_cast<std::uint64_t>(*x);
-  }
+std::vector<std::uint32_t> counts(TableReader& r, std::string_view key, std::int64_t hi) {
+  std::vector<std::int64_t> out;
+  r.integer_array(key, out, IntRange{1, hi});
+  non_empty(r, key, out.size(), "integers");
+  return {out.begin(), out.end()};
 }
 
-void parse_slo(const toml::table& t, Slo& slo, Errors& errors) {
-  unknown_keys(t, {"ttft_s", "tpot_s", "e2e_s"}, "slo.", errors);
-  slo.ttft_s = positive(t, "ttft_s", "slo.", errors);
-  slo.tpot_s = positive(t, "tpot_s", "slo.", errors);
-  slo.e2e_s = positive(t, "e2e_s", "slo.", errors);
+void parse_header(const toml::table& t, Scenario& s, ErrorList& errors) {
+  TableReader r("scenario", &t, errors);
+  r.non_empty_string("name", s.name, "a scenario name");
+  r.non_empty_string("description", s.description, "a description");
+  std::int64_t seed = -1;
+  r.integer("seed", seed, IntRange{0, std::numeric_limits<std::int64_t>::max()});
+  if (seed >= 0) s.seed = static_cast<std::uint64_t>(seed);
+  r.report_unknown_keys();
+}
+
+void parse_slo(const toml::table& t, Slo& slo, ErrorList& errors) {
+  TableReader r("slo", &t, errors);
+  slo.ttft_s = positive_number(r, "ttft_s");
+  slo.tpot_s = positive_number(r, "tpot_s");
+  slo.e2e_s = positive_number(r, "e2e_s");
+  r.report_unknown_keys();
 }
 
 // `table` is the parsed file's own (so its nodes keep their positions): `name` and
 // `load_sweep` are taken out before parse_workload sees it.
 void parse_one_workload(toml::table& table, const std::string& key, bool needs_name,
-                        Scenario& s, Errors& errors) {
+                        Scenario& s, ErrorList& errors) {
   ScenarioWorkload w;
-  if (auto n = string_of(table, "name", key + ".", errors)) w.name = *n;
-  else if (needs_name && !table.get("name")) errors.at(&table, key + ".name", "missing");
+  {
+    // Only the two keys taken out here: parse_workload reports the table's unknown keys.
+    TableReader r(key, &table, errors);
+    if (needs_name) r.require("name");
+    r.non_empty_string("name", w.name, "a workload name");
+    r.number_array("load_sweep", w.load_sweep, positive);
+    non_empty(r, "load_sweep", w.load_sweep.size(), "numbers");
+  }
   if (w.name.empty()) w.name = "workload";
-  w.load_sweep = list_of<double>(table, "load_sweep", key + ".", errors);
   // Where load_sweep was written, kept before the erase below frees its node.
   const toml::source_region sweep_at = table.get("load_sweep") ? table.get("load_sweep")->source() : table.source();
   table.erase("name");
   table.erase("load_sweep");
   auto parsed = parse_workload(table, key);
-  for (auto& e : parsed.errors) errors.list.push_back(std::move(e));
+  for (auto& e : parsed.errors) errors.add(std::move(e));
   if (!parsed.ok()) return;
   w.spec = parsed.spec;
   const bool rated = std::holds_alternative<PoissonArrivals>(w.spec.arrival) ||
                      std::holds_alternative<GammaArrivals>(w.spec.arrival);
   if (!w.load_sweep.empty() && !rated)
-    errors.list.push_back({errors.file, sweep_at.begin.line, sweep_at.begin.column, key + ".load_sweep",
-                           "needs a poisson or gamma arrival process (its rate is what is swept)"});
+    errors.add({sweep_at.begin.line, sweep_at.begin.column}, key + ".load_sweep",
+               "needs a poisson or gamma arrival process (its rate is what is swept)");
   for (const auto& other : s.workloads)
-    if (other.name == w.name) errors.at(&table, key + ".name", "duplicate workload \"" + w.name + "\"");
+    if (other.name == w.name) add_at(errors, &table, key + ".name", "duplicate workload \"" + w.name + "\"");
   s.workloads.push_back(std::move(w));
 }
 
-void parse_plan(const toml::table& t, Scenario& s, const Catalogue* cat, Errors& errors) {
-  const std::string p = "plan.";
-  unknown_keys(t, {"instances", "tensor_parallel_degrees", "regimes", "max_num_seqs",
-                   "max_num_batched_tokens", "batch_size", "workload", "requests", "latency"},
-               p, errors);
+void parse_plan(const toml::table& t, Scenario& s, const Catalogue* cat, ErrorList& errors) {
+  TableReader r("plan", &t, errors);
   PlanSpec plan;
-  plan.instances = list_of<std::string>(t, "instances", p, errors);
-  if (!t.get("instances")) errors.at(&t, p + "instances", "missing (the instances to compare)");
+  r.require("instances", "the instances to compare");
+  plan.instances = name_list(r, "instances", "an instance name");
   if (cat)
     for (std::size_t i = 0; i < plan.instances.size(); ++i) try {
         cat->instance(plan.instances[i]);
       } catch (const std::exception& e) {
-        errors.at(t.at_path("instances[" + std::to_string(i) + "]").node(),
-                  p + "instances[" + std::to_string(i) + "]", e.what());
+        const std::string at = "instances[" + std::to_string(i) + "]";
+        add_at(errors, t.at_path(at).node(), r.path(at), e.what());
       }
-  plan.tensor_parallel_degrees = list_of<std::uint32_t>(t, "tensor_parallel_degrees", p, errors, 1, 64);
-  plan.regimes = list_of<std::string>(t, "regimes", p, errors);
+  plan.tensor_parallel_degrees = counts(r, "tensor_parallel_degrees", 64);
+  plan.regimes = name_list(r, "regimes", "a regime name");
   for (std::size_t i = 0; i < plan.regimes.size(); ++i)
     if (std::none_of(s.regimes.begin(), s.regimes.end(),
-                     [&](const Regime& r) { return r.name == plan.regimes[i]; }))
-      errors.at(t.at_path("regimes[" + std::to_string(i) + "]").node(),
-                p + "regimes[" + std::to_string(i) + "]", "no regime of that name");
-  plan.max_num_seqs = list_of<std::uint32_t>(t, "max_num_seqs", p, errors, 1, 65536);
-  plan.max_num_batched_tokens = list_of<std::uint32_t>(t, "max_num_batched_tokens", p, errors);
-  plan.batch_size = list_of<std::uint32_t>(t, "batch_size", p, errors, 1, 4096);
-  if (auto w = string_of(t, "workload", p, errors)) {
-    plan.workload = *w;
-    if (std::none_of(s.workloads.begin(), s.workloads.end(),
-                     [&](const ScenarioWorkload& x) { return x.name == *w; }))
-      errors.at(t.get("workload"), p + "workload", "no workload of that name");
-  }
-  if (const toml::node* n = t.get("requests")) {
-    auto x = n->value_exact<std::int64_t>();
-    if (!x || *x < 1 || *x > (1 << 24)) errors.at(n, p + "requests", "expected an integer in [1, 16777216]");
-    else plan.requests = static_cast<std::uint32_t>(*x);
-  }
-  if (auto l = string_of(t, "latency", p, errors)) {
-    if (*l != "e2e_p90" && *l != "ttft_p90" && *l != "tpot_p90")
-      errors.at(t.get("latency"), p + "latency", "expected \"e2e_p90\", \"ttft_p90\" or \"tpot_p90\"");
-    plan.latency = *l;
-  }
+                     [&](const Regime& x) { return x.name == plan.regimes[i]; })) {
+      const std::string at = "regimes[" + std::to_string(i) + "]";
+      add_at(errors, t.at_path(at).node(), r.path(at), "no regime of that name");
+    }
+  plan.max_num_seqs = counts(r, "max_num_seqs", 65536);
+  plan.max_num_batched_tokens = counts(r, "max_num_batched_tokens", 1 << 24);
+  plan.batch_size = counts(r, "batch_size", 4096);
+  r.non_empty_string("workload", plan.workload, "a workload name");
+  if (!plan.workload.empty() &&
+      std::none_of(s.workloads.begin(), s.workloads.end(),
+                   [&](const ScenarioWorkload& x) { return x.name == plan.workload; }))
+    r.error("workload", "no workload of that name");
+  std::int64_t requests = 0;
+  r.integer("requests", requests, IntRange{1, 1 << 24});
+  if (requests > 0) plan.requests = static_cast<std::uint32_t>(requests);
+  constexpr std::string_view latencies[] = {"e2e_p90", "ttft_p90", "tpot_p90"};
+  if (auto i = r.choice_index("latency", latencies)) plan.latency = latencies[*i];
+  r.report_unknown_keys();
   s.plan = std::move(plan);
 }
 
@@ -238,7 +204,7 @@ WorkloadSpec at_rate(const WorkloadSpec& spec, double rate) {
 
 ScenarioParse parse_scenario(std::string_view text, std::string_view file) {
   ScenarioParse out;
-  Errors errors{std::string(file), {}};
+  ErrorList errors(file);
   Scenario& s = out.scenario;
   s.file = std::string(file);
   toml::table root;
@@ -257,10 +223,10 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view file) {
       config_part.insert(key, v);
     } else if (key != "scenario" && key != "regimes" && key != "workload" && key != "workloads" &&
                key != "slo" && key != "plan") {
-      errors.at(&v, std::string(key), "unknown section; a scenario has [scenario], [[regimes]], "
-                "[workload] or [[workloads]], [slo], [plan] and the daemon's config sections");
+      add_at(errors, &v, std::string(key), "unknown section; a scenario has [scenario], [[regimes]], "
+             "[workload] or [[workloads]], [slo], [plan] and the daemon's config sections");
     } else if (key == "regimes" || key == "workloads" ? !v.is_array_of_tables() : !v.is_table()) {
-      errors.at(&v, std::string(key), key == "regimes" || key == "workloads"
+      add_at(errors, &v, std::string(key), key == "regimes" || key == "workloads"
                                           ? "expected an array of tables ([[" + std::string(key) + "]])"
                                           : "expected a table ([" + std::string(key) + "])");
     }
@@ -280,17 +246,18 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view file) {
       if (!r) continue;
       const std::string prefix = "regimes[" + std::to_string(i) + "].";
       Regime regime;
-      if (auto n = string_of(*r, "name", prefix, errors)) regime.name = *n;
-      else if (!r->get("name")) errors.at(r, prefix + "name", "missing");
+      TableReader reader(prefix.substr(0, prefix.size() - 1), r, errors);  // name only
+      reader.require("name");
+      reader.non_empty_string("name", regime.name, "a regime name");
       if (!regime.name.empty() && !names.insert(regime.name).second)
-        errors.at(r->get("name"), prefix + "name", "duplicate regime \"" + regime.name + "\"");
+        reader.error("name", "duplicate regime \"" + regime.name + "\"");
       toml::table merged = config_part;
       for (const auto& [k, v] : *r) {
         if (k.str() == "name") continue;
         const toml::table* over = v.as_table();
         if (!is_config_section(k.str()) || !over) {
-          errors.at(&v, prefix + std::string(k.str()),
-                    "expected a config section's keys (engine., cache., scheduler., model., sim.)");
+          add_at(errors, &v, prefix + std::string(k.str()),
+                 "expected a config section's keys (engine., cache., scheduler., model., sim.)");
           continue;
         }
         if (!merged.contains(k.str())) merged.insert(k.str(), toml::table{});
@@ -311,22 +278,19 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view file) {
       if (toml::table* w = ws->get(i)->as_table())
         parse_one_workload(*w, "workloads[" + std::to_string(i) + "]", true, s, errors);
   if (!root.contains("workload") && !root.contains("workloads"))
-    errors.at(nullptr, "workload", "missing: a scenario needs [workload] or [[workloads]]");
+    add_at(errors, nullptr, "workload", "missing: a scenario needs [workload] or [[workloads]]");
 
   if (const toml::table* t = root["plan"].as_table()) {
     std::optional<Catalogue> cat;
     if (base) try {
         cat = catalogue_for(s.base);
       } catch (const std::exception& e) {
-        errors.at(nullptr, "sim", e.what());
+        add_at(errors, nullptr, "sim", e.what());
       }
     parse_plan(*t, s, cat ? &*cat : nullptr, errors);
   }
 
-  out.errors = std::move(errors.list);
-  std::stable_sort(out.errors.begin(), out.errors.end(), [](const auto& a, const auto& b) {
-    return std::tie(a.line, a.column) < std::tie(b.line, b.column);
-  });
+  out.errors = errors.take_sorted();
   return out;
 }
 

@@ -23,8 +23,12 @@ void ErrorList::add(Position where, std::string key, std::string message) {
   errors_.push_back({file_, where.line, where.column, std::move(key), std::move(message)});
 }
 
+void ErrorList::add(ConfigError error) { errors_.push_back(std::move(error)); }
+
 std::vector<ConfigError> ErrorList::take_sorted() {
-  std::stable_sort(errors_.begin(), errors_.end(), [](const ConfigError& a, const ConfigError& b) {
+  std::stable_sort(errors_.begin(), errors_.end(), [&](const ConfigError& a, const ConfigError& b) {
+    const bool a_other = a.file != file_, b_other = b.file != file_;
+    if (a_other || b_other) return !a_other && b_other;  // another file's: after, as added
     return Position{a.line, a.column} < Position{b.line, b.column};
   });
   return std::move(errors_);
@@ -83,6 +87,7 @@ std::string interval(std::int64_t lo, std::int64_t hi) {
 }
 
 std::string interval(const NumberRange& r) {
+  if (std::isinf(r.lo) && std::isinf(r.hi)) return "that is finite";
   if (std::isinf(r.hi)) return (r.lo_open ? "> " : ">= ") + shortest(r.lo);
   return "in " + std::string(r.lo_open ? "(" : "[") + shortest(r.lo) + ", " + shortest(r.hi) +
          (r.hi_open ? ")" : "]");
@@ -100,10 +105,30 @@ std::string spelled(const toml::node& node) {
   return toml_float(*node.value<double>());
 }
 
+// What is wrong with `node` as an integer in `range`; nullopt when nothing is.
+std::optional<std::string> integer_problem(const toml::node& node, IntRange range) {
+  const auto value = node.value_exact<std::int64_t>();
+  if (!value) return "expected an integer, found " + describe(node);
+  const bool in_range = *value >= range.lo && *value <= range.hi;
+  if (range.power_of_two && (!in_range || !std::has_single_bit(static_cast<std::uint64_t>(*value))))
+    return "expected a power of two " + interval(range.lo, range.hi) + ", found " +
+           std::to_string(*value);
+  if (!in_range)
+    return "expected an integer " + interval(range.lo, range.hi) + ", found " + std::to_string(*value);
+  return std::nullopt;
+}
+
+std::optional<std::string> number_problem(const toml::node& node, const NumberRange& range) {
+  if (!node.is_number()) return "expected a number, found " + describe(node);
+  if (!contains(range, *node.value<double>()))
+    return "expected a number " + interval(range) + ", found " + spelled(node);
+  return std::nullopt;
+}
+
 }  // namespace
 
 const toml::node* TableReader::find(std::string_view key) {
-  known_.push_back(key);
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.push_back(key);
   return table_ != nullptr ? table_->get(key) : nullptr;
 }
 
@@ -115,38 +140,15 @@ void TableReader::fail(const toml::node& at, std::string_view key, std::string m
 void TableReader::integer(std::string_view key, std::int64_t& out, IntRange range) {
   const toml::node* node = find(key);
   if (node == nullptr) return;
-  const auto value = node->value_exact<std::int64_t>();
-  if (!value) {
-    fail(*node, key, "expected an integer, found " + describe(*node));
-    return;
-  }
-  const bool in_range = *value >= range.lo && *value <= range.hi;
-  if (range.power_of_two && (!in_range || !std::has_single_bit(static_cast<std::uint64_t>(*value)))) {
-    fail(*node, key, "expected a power of two " + interval(range.lo, range.hi) + ", found " +
-                         std::to_string(*value));
-    return;
-  }
-  if (!in_range) {
-    fail(*node, key, "expected an integer " + interval(range.lo, range.hi) + ", found " +
-                         std::to_string(*value));
-    return;
-  }
-  out = *value;
+  if (auto problem = integer_problem(*node, range)) fail(*node, key, std::move(*problem));
+  else out = *node->value_exact<std::int64_t>();
 }
 
 void TableReader::number(std::string_view key, double& out, NumberRange range) {
   const toml::node* node = find(key);
   if (node == nullptr) return;
-  if (!node->is_number()) {
-    fail(*node, key, "expected a number, found " + describe(*node));
-    return;
-  }
-  const double value = *node->value<double>();
-  if (!contains(range, value)) {
-    fail(*node, key, "expected a number " + interval(range) + ", found " + spelled(*node));
-    return;
-  }
-  out = value;
+  if (auto problem = number_problem(*node, range)) fail(*node, key, std::move(*problem));
+  else out = *node->value<double>();
 }
 
 void TableReader::boolean(std::string_view key, bool& out) {
@@ -199,8 +201,9 @@ std::optional<std::size_t> TableReader::choice_index(std::string_view key,
   return std::nullopt;
 }
 
-void TableReader::string_array(std::string_view key, std::vector<std::string>& out,
-                               bool (*valid)(std::string_view), std::string_view expected) {
+template <class T, class Problem, class Get>
+void TableReader::array_of(std::string_view key, std::string_view expected, std::vector<T>& out,
+                           Problem problem, Get get) {
   const toml::node* node = find(key);
   if (node == nullptr) return;
   const toml::array* array = node->as_array();
@@ -208,29 +211,76 @@ void TableReader::string_array(std::string_view key, std::vector<std::string>& o
     fail(*node, key, "expected an array of " + std::string(expected) + ", found " + describe(*node));
     return;
   }
-  std::vector<std::string> values;
+  std::vector<T> values;
   bool all_valid = true;
   for (std::size_t i = 0; i < array->size(); ++i) {
     const toml::node& element = (*array)[i];
-    const auto value = element.value_exact<std::string>();
-    if (value && valid(*value)) {
-      values.push_back(*value);
-      continue;
+    if (std::optional<std::string> message = problem(element)) {
+      all_valid = false;
+      invalid_.push_back(key);
+      errors_.add(position_of(element), path(key) + '[' + std::to_string(i) + ']', std::move(*message));
+    } else {
+      values.push_back(get(element));
     }
-    all_valid = false;
-    invalid_.push_back(key);
-    errors_.add(position_of(element), path(key) + '[' + std::to_string(i) + ']',
-                "expected " + std::string(expected) + ", found " +
-                    (value ? quoted(*value) : describe(element)));
   }
   if (all_valid) out = std::move(values);
 }
 
-void TableReader::report_unknown_keys() {
+void TableReader::string_array(std::string_view key, std::vector<std::string>& out,
+                               bool (*valid)(std::string_view), std::string_view expected) {
+  array_of(
+      key, expected, out,
+      [&](const toml::node& element) -> std::optional<std::string> {
+        const auto value = element.value_exact<std::string>();
+        if (value && valid(*value)) return std::nullopt;
+        return "expected " + std::string(expected) + ", found " +
+               (value ? quoted(*value) : describe(element));
+      },
+      [](const toml::node& element) { return *element.value_exact<std::string>(); });
+}
+
+void TableReader::integer_array(std::string_view key, std::vector<std::int64_t>& out,
+                                IntRange range) {
+  array_of(
+      key, "integers", out, [&](const toml::node& e) { return integer_problem(e, range); },
+      [](const toml::node& e) { return *e.value_exact<std::int64_t>(); });
+}
+
+void TableReader::number_array(std::string_view key, std::vector<double>& out, NumberRange range) {
+  array_of(
+      key, "numbers", out, [&](const toml::node& e) { return number_problem(e, range); },
+      [](const toml::node& e) { return *e.value<double>(); });
+}
+
+const toml::table* TableReader::table(std::string_view key) {
+  const toml::node* node = find(key);
+  if (node == nullptr) return nullptr;
+  if (const toml::table* table = node->as_table()) return table;
+  fail(*node, key, "expected a table, found " + describe(*node));
+  return nullptr;
+}
+
+bool TableReader::require(std::string_view key, std::string_view why) {
+  if (find(key) != nullptr) return true;
+  std::string message = "required key is missing";
+  if (!why.empty()) message += " (" + std::string(why) + ")";
+  errors_.add(section_position().value_or(Position{}), path(key), std::move(message));
+  return false;
+}
+
+void TableReader::error(std::string_view key, std::string message) {
+  invalid_.push_back(key);
+  const Position at = position(key) ? *position(key) : section_position().value_or(Position{});
+  errors_.add(at, path(key), std::move(message));
+}
+
+void TableReader::report_unknown_keys(std::string_view context) {
   if (table_ == nullptr) return;
   for (const auto& [key, node] : *table_) {
     if (std::find(known_.begin(), known_.end(), key.str()) != known_.end()) continue;
-    std::string message = "unknown key; ";
+    std::string message = "unknown key";
+    if (!context.empty()) message += " " + std::string(context);
+    message += "; ";
     if (auto suggestion = closest_match(key.str(), known_)) {
       message += "did you mean '" + std::string(*suggestion) + "'?";
     } else {

@@ -1,7 +1,9 @@
 #pragma once
-// Internal to actorlm_config: reads one TOML table into struct fields, checking each value's type
-// and range, and records what is wrong (with its position) instead of stopping at the first
-// problem, so that one `actorlm config check` run lists everything.
+// Reads one TOML table into struct fields, checking each value's type and range, and records what
+// is wrong (with its position) instead of stopping at the first problem, so that one `actorlm
+// config check` run lists everything. The one validator of every TOML file actorlm reads: the
+// daemon config, the sim catalogue, workloads and scenarios, so their errors read alike
+// (FILE:LINE:COL: key.path: message).
 
 #include "actors/config/config.hpp"
 
@@ -32,6 +34,11 @@ class ErrorList {
  public:
   explicit ErrorList(std::string_view file) : file_(file) {}
   void add(Position where, std::string key, std::string message);
+  // An error found already located (another parser's, or another file's: a trace a workload
+  // names). Errors of other files come after this file's, in the order added.
+  void add(ConfigError error);
+  std::size_t size() const { return errors_.size(); }
+  const std::string& file() const { return file_; }
   std::vector<ConfigError> take_sorted();
 
  private:
@@ -76,12 +83,32 @@ class TableReader {
   void non_empty_string(std::string_view key, std::string& out, std::string_view what);
   template <class Enum>
   void choice(std::string_view key, Enum& out, std::initializer_list<Enum> values);
-  // An array of strings, each accepted by `valid`; `expected` describes a valid element.
+  // Arrays whose elements are each checked like the reads above (an error per bad element, at
+  // `key[i]`); `out` is set only when every element is valid. `expected` describes an element.
   void string_array(std::string_view key, std::vector<std::string>& out,
                     bool (*valid)(std::string_view), std::string_view expected);
+  void integer_array(std::string_view key, std::vector<std::int64_t>& out, IntRange range);
+  void number_array(std::string_view key, std::vector<double>& out, NumberRange range);
+  // `key` must be one of `names`: its index, or nullopt when absent or not one of them.
+  std::optional<std::size_t> choice_index(std::string_view key,
+                                          std::span<const std::string_view> names);
 
-  // Reports every key of the table that no read asked for. Call once, after all reads.
-  void report_unknown_keys();
+  // For a value of more than one shape (a count or a table): the node, recorded as known; null
+  // when absent.
+  const toml::node* node(std::string_view key) { return find(key); }
+  // A sub-table; null when absent, or (with an error) when `key` is not a table.
+  const toml::table* table(std::string_view key);
+  // Reports `key` as a required key that is missing unless it is written; `why` (may be empty)
+  // says what needs it, e.g. `for process = "gamma"`. True when present.
+  bool require(std::string_view key, std::string_view why = {});
+  // An error that no single read finds (a rule across keys), at `key`, or at the section when
+  // `key` is absent; `key` then counts as invalid.
+  void error(std::string_view key, std::string message);
+  bool has(std::string_view key) const { return table_ != nullptr && table_->contains(key); }
+
+  // Reports every key of the table that no read asked for. Call once, after all reads. `context`
+  // (may be empty) qualifies the key set, e.g. `for process = "gamma"`.
+  void report_unknown_keys(std::string_view context = {});
 
   std::string path(std::string_view key) const { return section_ + '.' + std::string(key); }
   // Where `key` is written, if it is (for anchoring cross-field errors).
@@ -93,8 +120,11 @@ class TableReader {
  private:
   const toml::node* find(std::string_view key);  // also records `key` as known
   void fail(const toml::node& at, std::string_view key, std::string message);
-  std::optional<std::size_t> choice_index(std::string_view key,
-                                          std::span<const std::string_view> names);
+  // The array reads: `problem(element)` says what is wrong with an element (nullopt: nothing),
+  // `get(element)` its value. Defined in the .cpp, its only user.
+  template <class T, class Problem, class Get>
+  void array_of(std::string_view key, std::string_view expected, std::vector<T>& out,
+                Problem problem, Get get);
 
   std::string section_;
   const toml::table* table_;

@@ -118,12 +118,13 @@ outptu = 9
 arrival = { process = "gamma", rate = 1, burstines = 2 }
 )");
   BOOST_TEST(errors_of(parsed) ==
-             "scenario.toml:6:11: workload.arrival.burstiness: missing (for process = \"gamma\")\n"
-             "scenario.toml:6:42: workload.arrival.burstines: unknown key (for process = \"gamma\" "
-             "the keys are: process, rate, burstiness)\n"
-             "scenario.toml:3:9: workload.input.max: missing (for distribution = \"uniform\")\n"
-             "scenario.toml:5:1: workload.outptu: unknown key (in a workload the keys are: "
-             "arrival, requests, input, output)\n");
+             "scenario.toml:3:9: workload.input.max: required key is missing (for distribution = "
+             "\"uniform\")\n"
+             "scenario.toml:5:1: workload.outptu: unknown key in a workload; did you mean 'output'?\n"
+             "scenario.toml:6:11: workload.arrival.burstiness: required key is missing (for process = "
+             "\"gamma\")\n"
+             "scenario.toml:6:42: workload.arrival.burstines: unknown key for process = \"gamma\"; "
+             "did you mean 'burstiness'?\n");
 }
 
 BOOST_AUTO_TEST_CASE(wrong_types_and_choices_name_what_was_found) {
@@ -134,8 +135,7 @@ output = { distribution = "poisson" }
 arrival = { process = "poisson", rate = 1 }
 )");
   BOOST_TEST(errors_of(parsed) ==
-             "scenario.toml:2:12: workload.requests: expected an integer in [1, 4294967295], "
-             "found \"ten\"\n"
+             "scenario.toml:2:12: workload.requests: expected an integer, found a string (\"ten\")\n"
              "scenario.toml:3:9: workload.input: expected an integer in [1, 4294967295], found 0\n"
              "scenario.toml:4:27: workload.output.distribution: expected one of \"fixed\", "
              "\"uniform\", \"normal\", \"lognormal\", found \"poisson\"\n");
