@@ -132,6 +132,30 @@ BOOST_AUTO_TEST_CASE(parameter_counts_follow_the_architecture) {
   }
 }
 
+// The weights one rank loads are what model/arch's sharding rules (which the simulator's memory
+// model also sizes GPUs by) say it holds, for every degree the model splits over.
+BOOST_AUTO_TEST_CASE(each_rank_loads_what_the_sharding_rules_say_it_holds) {
+  std::uint32_t split_degrees = 0;
+  for (const char* name : {"llama.gguf", "falcon-7b-style", "falcon-40b-style"}) {
+    auto src = model::open_tensor_source(fixture(name));
+    const auto arch = model::read_architecture(*src);
+    for (std::uint32_t world : model::shardable_degrees(arch, 4)) {
+      split_degrees += world > 1;
+      for (std::uint32_t rank = 0; rank < world; ++rank) {
+        const auto w = load_weights(*src, arch, std::int32_t(rank), std::int32_t(world));
+        const auto& l = w.layers.at(0);
+        const std::size_t floats = l.attn_norm.size() + l.attn_norm_bias.size() + l.mlp_norm.size() +
+                                   l.mlp_norm_bias.size() + l.wqkv.size() + l.wo.size() + l.w_up.size() +
+                                   l.w_down.size();
+        BOOST_TEST(floats == model::layer_weight_elements(arch, w.heads), name << " rank " << rank << "/" << world);
+        BOOST_TEST(KvCache::bytes_per_block(arch, w.heads, 16) ==
+                   2u * arch.layers * w.heads.kv_heads * 16u * arch.head_dim * sizeof(float));
+      }
+    }
+  }
+  BOOST_TEST(split_degrees > 0u);  // some fixture splits, or the loop above checked only whole models
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_tensor_is_named_in_the_error) {
   auto src = model::open_tensor_source(fixture("llama.gguf"));
   auto spec = model::read_architecture(*src);
