@@ -1,6 +1,7 @@
 #include "tools/bench/serve_bench.hpp"
 
 #include "actors/http/http_server.hpp"
+#include "actors/http/sse_parser.hpp"
 #include "actors/serving/served_model.hpp"
 
 #include <caf/actor_system.hpp>
@@ -42,7 +43,7 @@ ClientStream stream_one(int port, std::uint32_t max_tokens, const std::string& m
   req.body = nlohmann::json{{"model", model}, {"prompt", "Tell me a story about a GPU."},
                             {"max_tokens", max_tokens}, {"stream", true}}.dump();
   req.set_header("Content-Type", "application/json");
-  std::string pending;
+  http::SseParser sse;
   req.response_handler = [&](const httplib::Response& r) {
     const std::string id = r.get_header_value("X-Request-Id");
     out.engine_id = id.empty() ? 0 : std::stoull(id);
@@ -50,16 +51,12 @@ ClientStream stream_one(int port, std::uint32_t max_tokens, const std::string& m
   };
   req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
     const std::int64_t t = now_ns();
-    pending.append(data, n);
-    for (std::size_t at; (at = pending.find("\n\n")) != std::string::npos;) {
-      const std::string event = pending.substr(0, at);
-      pending.erase(0, at + 2);
-      if (event.rfind("data: ", 0) != 0) continue;
-      if (event == "data: [DONE]") {
+    for (const std::string& payload : sse.feed({data, n})) {
+      if (payload == http::sse_done) {
         out.done = true;
         continue;
       }
-      const auto j = nlohmann::json::parse(event.substr(6));
+      const auto j = nlohmann::json::parse(payload);
       const std::string text = j["choices"][0]["text"];
       for (char ch : text)
         if (ch == ' ') out.arrivals.push_back(t);

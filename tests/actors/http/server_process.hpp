@@ -1,6 +1,9 @@
 #pragma once
 // Test support: the real `actorlm serve` process on a free loopback port, and small HTTP
-// helpers (cpp-httplib's client; Server-Sent Events split into their data payloads).
+// helpers (cpp-httplib's client; Server-Sent Events split into their data payloads by
+// actors/http/sse_parser.hpp).
+
+#include "actors/http/sse_parser.hpp"
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -141,7 +144,7 @@ struct Stream {
   std::vector<json> chunks() const {
     std::vector<json> out;
     for (const auto& d : data)
-      if (d != "[DONE]") out.push_back(json::parse(d));
+      if (d != http::sse_done) out.push_back(json::parse(d));
     return out;
   }
 };
@@ -155,19 +158,14 @@ inline Stream post_stream(httplib::Client& c, const std::string& path, const jso
   req.path = path;
   req.body = body.dump();
   req.set_header("Content-Type", "application/json");
-  std::string pending;
+  http::SseParser sse;
   req.response_handler = [&](const httplib::Response& r) {
     s.status = r.status;
     return true;
   };
   req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {
     s.raw.append(data, n);
-    pending.append(data, n);
-    for (std::size_t at; (at = pending.find("\n\n")) != std::string::npos;) {
-      const std::string event = pending.substr(0, at);
-      pending.erase(0, at + 2);
-      if (event.rfind("data: ", 0) == 0) s.data.push_back(event.substr(6));
-    }
+    for (auto& payload : sse.feed({data, n})) s.data.push_back(std::move(payload));
     return !keep_reading || keep_reading(s);
   };
   httplib::Response res;
