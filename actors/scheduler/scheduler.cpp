@@ -123,6 +123,7 @@ void Scheduler::end_request(Request& r, FinishReason why, Time now, StepEvents& 
 
 void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEvents& ev) {
   s.finished = true;
+  drop_from_shards(s);
   r.record.reasons[s.sample] = why;
   r.record.output_tokens[s.sample] = s.generated;
   ev.finished.push_back({r.spec.id, s.sample, why});
@@ -151,7 +152,8 @@ void Scheduler::retire(RequestId id, Time now) {
                                       }),
                        pending_forks_.end());
   r->record.finished = now;
-  for (const Seq& s : r->seqs) {
+  for (Seq& s : r->seqs) {
+    drop_from_shards(s);
     if (s.allocated) pending_frees_.push_back(s.id);  // e.g. a parent kept for its forks
     owner_.erase(s.id);
   }
@@ -185,6 +187,8 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
         child.id = next_seq_++;
         child.sample = j;
         child.allocated = false;  // until the fork is applied
+        child.on_shards = false;  // added to the shards with its first step
+        child.shard_tokens = child.table_sent = 0;
         owner_[child.id] = {r->spec.id, j};
         pending_forks_.push_back({parent.id, child.id});
         r->seqs.push_back(std::move(child));

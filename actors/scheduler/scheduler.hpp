@@ -116,6 +116,10 @@ class Scheduler {
     bool allocated = false;            // known to the block manager (device or host)
     bool maybe_shared_tail = false;    // forked since its last append: may copy on write
     bool finished = false;
+    // What the shards hold of it (incremental steps, shard::NewSeq / SeqWork deltas).
+    bool on_shards = false;            // added to the shards and not dropped since
+    std::uint32_t shard_tokens = 0;    // tokens[0, shard_tokens) are on the shards
+    std::uint32_t table_sent = 0;      // the shards' table is table[0, table_sent)
   };
   enum class State : std::uint8_t { waiting, running, swapped };
   struct Request {
@@ -158,7 +162,10 @@ class Scheduler {
   void retire(RequestId, Time now);
   void keep_step_record();  // current_, within max_kept_records
   void remove_from(std::vector<RequestId>&, RequestId);
-  shard::SeqWork make_work(const Request&, const Seq&, const Work&) const;
+  // The step's work for one sequence, as a delta against what the shards hold (NewSeq first).
+  void add_work(const Request&, Seq&, const Work&, shard::Step&);
+  // The shards forget the sequence with the next step (finished, aborted, recomputed).
+  void drop_from_shards(Seq&);
 
   SchedulerOptions opt_;
   std::unordered_map<RequestId, Request> requests_;
@@ -166,6 +173,7 @@ class Scheduler {
   std::vector<RequestId> waiting_, running_, swapped_;
   std::vector<RequestId> batch_;          // dynamic: the batch being run to completion
   std::vector<SeqId> pending_frees_;
+  std::vector<SeqId> shard_drops_;        // for the next step's Step::dropped
   std::vector<kv::ForkOp> pending_forks_;
   std::vector<SeqId> lending_;            // finished parents kept until their forks are made
   std::uint64_t next_order_ = 0;

@@ -162,10 +162,11 @@ void Scheduler::preempt(Request& r, Budget& b, kv::ReserveRequest& req) {
   for (Seq& s : r.seqs) {
     if (!s.allocated) continue;
     group.push_back(s.id);
-    if (!swap) {
+    if (!swap) {  // recompute: the shards forget it too (swap keeps it: same tokens, new table)
       s.allocated = false;
       s.slots = s.computed = 0;
       s.table.clear();
+      drop_from_shards(s);
     }
   }
   // A sample not yet forked in the block manager is forked again after the group returns.

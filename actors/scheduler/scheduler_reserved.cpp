@@ -7,22 +7,37 @@
 
 namespace actorlm::scheduler {
 
-shard::SeqWork Scheduler::make_work(const Request& r, const Seq& s, const Work& w) const {
-  shard::SeqWork out;
+void Scheduler::drop_from_shards(Seq& s) {
+  if (!s.on_shards) return;
+  shard_drops_.push_back(s.id);
+  s.on_shards = false;
+}
+
+void Scheduler::add_work(const Request& r, Seq& s, const Work& w, shard::Step& step) {
+  shard::SeqWork& out = step.seqs.emplace_back();
   out.seq = s.id;
-  out.request = r.spec.id;
-  out.sample = s.sample;
   out.padding = w.padding;
-  out.sampling = r.spec.sampling;
-  if (w.padding) return out;
-  out.tokens.assign(s.tokens.begin() + w.begin, s.tokens.begin() + w.end);
-  out.first_position = w.begin;
-  out.block_table = s.table;
+  if (w.padding) return;
+  const auto held = static_cast<std::uint32_t>(s.tokens.size());
+  // A sequence runs at most one token ahead of the shards (the one its last step sampled);
+  // anything else (not expected) is sent again whole rather than trusted.
+  if (s.on_shards && held > s.shard_tokens + 1) drop_from_shards(s);
+  if (!s.on_shards) {
+    step.added.push_back({s.id, r.spec.id, s.sample, static_cast<std::uint32_t>(r.spec.prompt.size()), s.tokens,
+                          r.spec.sampling});
+    s.on_shards = true;
+    s.shard_tokens = held;
+    s.table_sent = 0;
+  } else if (held == s.shard_tokens + 1) {
+    out.appended = s.tokens.back();
+    s.shard_tokens = held;
+  }
+  out.begin = w.begin;
+  out.end = w.end;
+  out.table_first = s.table_sent;
+  out.table_blocks.assign(s.table.begin() + s.table_sent, s.table.end());
+  s.table_sent = static_cast<std::uint32_t>(s.table.size());
   out.num_samples = w.num_samples;
-  // Penalties need the sample's own output; other requests do not pay for sending it.
-  if (w.num_samples > 0 && r.spec.sampling.has_penalties())
-    out.output_tokens.assign(s.tokens.end() - s.generated, s.tokens.end());
-  return out;
 }
 
 shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
@@ -39,6 +54,7 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
     if (Seq* s = seq_of(d.seq)) {
       s->table.resize(d.first);
       s->table.insert(s->table.end(), d.blocks.begin(), d.blocks.end());
+      s->table_sent = std::min(s->table_sent, d.first);
       if (d.first == 0) whole_table.insert(d.seq);
     }
   const std::unordered_set<SeqId> no_room(reply.no_room.begin(), reply.no_room.end());
@@ -95,6 +111,7 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
     dropped.insert(w.request);
     for (Seq& s : r.seqs) {
       if (!s.finished && !no_room.contains(s.id)) pending_frees_.push_back(s.id);
+      drop_from_shards(s);
       s.allocated = false;
       s.slots = s.computed = 0;
       s.table.clear();
@@ -141,8 +158,11 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       s.computed = w.end;
       (decode ? current_.decode_tokens : current_.prefill_tokens) += w.end - w.begin;
     }
-    step.seqs.push_back(make_work(r, s, w));
+    add_work(r, s, w, step);
   }
+  // Sequences to forget ride on a step the shards will receive (the actor skips empty ones).
+  if (!step.seqs.empty() || !step.copies.empty() || !step.swap_out.empty() || !step.swap_in.empty())
+    step.dropped.swap(shard_drops_);
   kv_available_ = reply.stats.device_free + reply.stats.device_cached;
   host_available_ = reply.stats.host_total - reply.stats.host_used;
   current_.batch_size = static_cast<std::uint32_t>(step.seqs.size());

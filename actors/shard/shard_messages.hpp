@@ -1,6 +1,9 @@
 #pragma once
 // The shard protocol's messages, the same for every backend (sim, cpu, cuda): one Step per
 // scheduler iteration goes to every tensor-parallel rank; rank 0 answers with a StepResult.
+// Steps are incremental (vLLM v1's SchedulerOutput): a sequence's prompt goes to the shards
+// once, then each step carries its new token, its block-table delta and the positions to
+// compute; a decode step of 256 sequences is a few kilobytes however long they are.
 // Plain structs (no CAF include); the shard protocol header adds inspect().
 
 #include "actors/kv/kv_types.hpp"
@@ -25,28 +28,41 @@ struct SamplingParams {
   bool has_penalties() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
 };
 
-// One sequence's work in a step.
-// Slot of position p: block_table[p / block_size] * block_size + p % block_size.
-struct SeqWork {
+// A sequence the shards have not seen: first scheduled, resumed after preemption (recompute
+// or swap), or a fork of another sample. Its tokens travel once, here; every rank keeps them
+// (actors/shard/sequence_state.hpp) and later steps send only what changed.
+struct NewSeq {
   kv::SeqId seq = 0;
   RequestId request = 0;
-  std::uint32_t sample = 0;             // which of the request's n samples this sequence is
-  std::vector<kv::TokenId> tokens;      // [n_tokens]: a prefill chunk, or the last sampled token
-  std::uint32_t first_position = 0;     // position of tokens[0]; the rest follow
-  std::vector<kv::BlockId> block_table; // covers positions [0, first_position + n_tokens)
-  std::uint32_t num_samples = 0;        // tokens to sample from the last position's logits
-                                        // (0: a prefill chunk that does not end the prompt;
-                                        // n > 1: the first tokens of n parallel samples)
-  bool padding = false;                 // dynamic batching: a finished member kept in the
-                                        // padded batch; costs compute, writes and samples nothing
+  std::uint32_t sample = 0;            // which of the request's n samples this sequence is
+  std::uint32_t prompt_len = 0;        // tokens[0, prompt_len) are the prompt
+  std::vector<kv::TokenId> tokens;     // [prompt_len + generated]: the prompt, then its samples so far
   SamplingParams sampling;
-  std::vector<kv::TokenId> output_tokens;  // this sample's generated tokens so far: sent only
-                                           // when it samples and its sampling has penalties
 };
 
+// One sequence's work in a step: the delta against what the shards hold.
+// Slot of position p: table[p / block_size] * block_size + p % block_size.
+struct SeqWork {
+  kv::SeqId seq = 0;
+  kv::TokenId appended = -1;           // >= 0: the token the last step sampled for it, appended first
+  std::uint32_t begin = 0;             // computes positions [begin, end): the prefix [0, begin) is
+  std::uint32_t end = 0;               // in the KV cache already (the computed-token count)
+  std::uint32_t table_first = 0;       // block table delta: table[table_first:] = table_blocks
+  std::vector<kv::BlockId> table_blocks;  // (table_first = the table's size and nothing: unchanged)
+  std::uint32_t num_samples = 0;       // tokens to sample from position end - 1's logits
+                                       // (0: a prefill chunk that does not end the prompt;
+                                       // n > 1: the first tokens of n parallel samples)
+  bool padding = false;                // dynamic batching: a finished member kept in the padded
+                                       // batch; costs compute, writes and samples nothing, and
+                                       // needs no state on the shards (only `end`: its length)
+};
+
+// Applied in this order: dropped, added, swap_out, swap_in, copies, then the seqs' forward.
 struct Step {
   std::uint64_t id = 0;
   std::uint32_t block_size = 0;
+  std::vector<kv::SeqId> dropped;       // finished, aborted or preempted: shards forget them
+  std::vector<NewSeq> added;
   std::vector<SeqWork> seqs;
   std::vector<kv::BlockCopy> copies;    // before attention
   std::vector<kv::BlockMove> swap_out;  // before swap_in

@@ -23,14 +23,19 @@ typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
            x.seed, x.logprobs, x.top_logprobs, x.presence_penalty, x.frequency_penalty);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, NewSeq& x) {
+  return f(caf::meta::type_name("NewSeq"), x.seq, x.request, x.sample, x.prompt_len, x.tokens,
+           x.sampling);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SeqWork& x) {
-  return f(caf::meta::type_name("SeqWork"), x.seq, x.request, x.sample, x.tokens,
-           x.first_position, x.block_table, x.num_samples, x.padding, x.sampling, x.output_tokens);
+  return f(caf::meta::type_name("SeqWork"), x.seq, x.appended, x.begin, x.end, x.table_first,
+           x.table_blocks, x.num_samples, x.padding);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Step& x) {
-  return f(caf::meta::type_name("Step"), x.id, x.block_size, x.seqs, x.copies, x.swap_out,
-           x.swap_in);
+  return f(caf::meta::type_name("Step"), x.id, x.block_size, x.dropped, x.added, x.seqs,
+           x.copies, x.swap_out, x.swap_in);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TopLogprob& x) {

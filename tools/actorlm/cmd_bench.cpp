@@ -56,6 +56,7 @@ int run_scheduler(std::uint32_t steps, std::uint32_t threads) {
     j["step_p90_us_" + n] = p.p90_us;
     j["measured_steps_" + n] = p.steps;
     j["step_bytes_" + n] = p.step_bytes;
+    j["step_bytes_full_format_" + n] = p.step_bytes_full_format;
   }
   std::cout << j.dump() << std::endl;
   return 0;

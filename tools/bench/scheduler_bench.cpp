@@ -23,7 +23,52 @@ namespace {
 struct ByteProbe {
   std::atomic<bool> wanted{false};
   std::atomic<std::uint64_t> bytes{0};
+  std::atomic<std::uint64_t> full_bytes{0};  // the same step in the full-table format
 };
+
+// The shard protocol before incremental steps (until commit 4d94c36): every step carried each
+// sequence's whole block table, its tokens to compute, request, sample and sampling parameters.
+// Kept here only to report what the delta protocol saves; the fields are serialized as they were.
+struct FullSeqWork {
+  kv::SeqId seq = 0;
+  shard::RequestId request = 0;
+  std::uint32_t sample = 0;
+  std::vector<kv::TokenId> tokens;
+  std::uint32_t first_position = 0;
+  std::vector<kv::BlockId> block_table;
+  std::uint32_t num_samples = 0;
+  bool padding = false;
+  shard::SamplingParams sampling;
+  std::vector<kv::TokenId> output_tokens;
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, FullSeqWork& x) {
+  return f(caf::meta::type_name("SeqWork"), x.seq, x.request, x.sample, x.tokens, x.first_position,
+           x.block_table, x.num_samples, x.padding, x.sampling, x.output_tokens);
+}
+
+// A decode step in the full format: the tokens computed, and a table covering them (the
+// serializer writes integers at fixed width, so the block ids' values do not matter).
+std::uint64_t full_format_bytes(caf::actor_system& sys, const shard::Step& step) {
+  std::vector<FullSeqWork> seqs;
+  for (const auto& w : step.seqs) {
+    FullSeqWork f;
+    f.seq = w.seq;
+    f.tokens.assign(w.end - w.begin, 1);
+    f.first_position = w.begin;
+    f.block_table.assign((w.end + step.block_size - 1) / step.block_size, 0);
+    f.num_samples = w.num_samples;
+    seqs.push_back(std::move(f));
+  }
+  std::vector<char> buf;
+  caf::binary_serializer out{sys, buf};
+  auto id = step.id;
+  auto block_size = step.block_size;
+  auto copies = step.copies;
+  auto swap_out = step.swap_out, swap_in = step.swap_in;
+  out(id, block_size, seqs, copies, swap_out, swap_in);
+  return buf.size();
+}
 
 // A shard that costs nothing: it answers every step at once with token 1 for each sample.
 // It isolates the runtime's own overhead; it is part of this benchmark, not a backend.
@@ -35,6 +80,7 @@ shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer se
       auto copy = step;
       out(copy);
       probe->bytes = buf.size();
+      probe->full_bytes = full_format_bytes(self->system(), step);
     }
     shard::StepResult r;
     r.step_id = step.id;
@@ -107,6 +153,7 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   p.running = running;
   p.steps = static_cast<std::uint32_t>(gaps.size());
   p.step_bytes = probe.bytes;
+  p.step_bytes_full_format = probe.full_bytes;
   if (!gaps.empty()) {
     auto sorted = gaps;
     std::sort(sorted.begin(), sorted.end());

@@ -23,6 +23,7 @@ struct SchedulerBenchPoint {
   double p90_us = 0;
   std::uint32_t steps = 0;
   std::uint64_t step_bytes = 0;  // one decode step's Step message, serialized for the network
+  std::uint64_t step_bytes_full_format = 0;  // the same step as the protocol before deltas sent it
 };
 
 std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions&);

@@ -42,6 +42,7 @@ StepResult CpuShard::execute(const Step& step) {
   if (step.block_size != cache_.block_size())
     throw std::invalid_argument("cpu shard: step block size " + std::to_string(step.block_size) +
                                 " but the cache uses " + std::to_string(cache_.block_size()));
+  const auto& work = seqs_.apply(step);  // throws std::invalid_argument for a bad delta
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
     // (copy-on-write, forks) may read blocks just moved in.
@@ -50,10 +51,12 @@ StepResult CpuShard::execute(const Step& step) {
     cache_.copy(pairs(step.copies));
 
     batch_.clear();
-    for (const auto& w : step.seqs) {
-      if (w.padding || w.tokens.empty()) continue;  // dynamic batching's finished members
-      batch_.push_back({std::span<const std::int32_t>(w.tokens.data(), w.tokens.size()), w.first_position,
-                        std::span<const std::uint32_t>(w.block_table.data(), w.block_table.size()),
+    for (std::size_t i = 0; i < step.seqs.size(); ++i) {
+      const SeqWork& w = step.seqs[i];
+      if (w.padding) continue;  // dynamic batching's finished members
+      const auto& s = *work[i];
+      batch_.push_back({std::span<const std::int32_t>(s.tokens.data() + w.begin, w.end - w.begin), w.begin,
+                        std::span<const std::uint32_t>(s.block_table.data(), s.block_table.size()),
                         w.num_samples > 0});
     }
     const bool sampler = weights_->rank == 0;
@@ -67,25 +70,27 @@ StepResult CpuShard::execute(const Step& step) {
   if (weights_->rank == 0) {
     const auto vocab = static_cast<std::size_t>(weights_->spec.vocab);
     std::size_t row = 0;
-    for (const auto& w : step.seqs) {
-      if (w.padding || w.tokens.empty() || w.num_samples == 0) continue;
+    for (std::size_t i = 0; i < step.seqs.size(); ++i) {
+      const SeqWork& w = step.seqs[i];
+      if (w.padding || w.num_samples == 0) continue;
+      const auto& s = *work[i];
       std::span<const float> logits(logits_.data() + row * vocab, vocab);
-      if (w.sampling.has_penalties()) {
+      if (s.sampling.has_penalties()) {
         // Penalised logits: the draw and the reported log-probabilities both use them.
         penalised_.assign(logits.begin(), logits.end());
-        kernels::cpu::apply_penalties(penalised_, w.output_tokens, w.sampling.presence_penalty,
-                                      w.sampling.frequency_penalty);
+        kernels::cpu::apply_penalties(penalised_, s.generated(), s.sampling.presence_penalty,
+                                      s.sampling.frequency_penalty);
         logits = penalised_;
       }
-      const auto params = sampler_params(w.sampling);
-      const std::uint64_t position = w.first_position + w.tokens.size();
+      const auto params = sampler_params(s.sampling);
+      const std::uint64_t position = w.end;  // of the token drawn
       for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-        const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
-        auto s = kernels::cpu::sample(logits, params, sample, position);
-        SampledToken t{w.seq, s.token, s.logprob, {}};
-        if (w.sampling.logprobs)
-          for (const auto& top : s.top) t.top.push_back({top.token, top.logprob});
-        r.tokens.push_back(std::move(t));
+        const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
+        auto t = kernels::cpu::sample(logits, params, sample, position);
+        SampledToken out{w.seq, t.token, t.logprob, {}};
+        if (s.sampling.logprobs)
+          for (const auto& top : t.top) out.top.push_back({top.token, top.logprob});
+        r.tokens.push_back(std::move(out));
       }
       ++row;
     }

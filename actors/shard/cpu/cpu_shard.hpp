@@ -1,8 +1,9 @@
 #pragma once
-// The cpu backend's work for one tensor-parallel rank, without CAF: applies a Step's block
-// copies and swaps to its KV cache, runs the model forward over the step's sequences, and (on
-// rank 0) samples the next tokens. The shard actor wraps one of these.
+// The cpu backend's work for one tensor-parallel rank, without CAF: folds a Step's deltas into
+// its sequence state, applies the block copies and swaps to its KV cache, runs the model forward
+// over the step's sequences, and (on rank 0) samples the next tokens. The shard actor wraps one.
 
+#include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_messages.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
 #include "kernels/cpu/model/transformer.hpp"
@@ -29,11 +30,13 @@ class CpuShard {
 
   const kernels::cpu::ModelWeights& weights() const { return *weights_; }
   kernels::cpu::KvCache& cache() { return cache_; }
+  const SequenceState& sequences() const { return seqs_; }
 
  private:
   std::shared_ptr<const kernels::cpu::ModelWeights> weights_;
   kernels::cpu::KvCache cache_;
   kernels::cpu::Transformer transformer_;
+  SequenceState seqs_;  // what this rank holds of each sequence, from the incremental steps
   std::vector<kernels::cpu::ForwardSeq> batch_;
   std::vector<float> logits_;  // [rows, vocab]
   std::vector<float> penalised_;  // [vocab]: one row with repetition penalties applied

@@ -6,6 +6,7 @@
 
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/shard/shard_protocol.hpp"
+#include "actors/shard/sequence_state.hpp"
 #include "tests/actors/scheduler/scheduler_harness.hpp"
 
 #include <caf/actor_system.hpp>
@@ -31,6 +32,7 @@ using faulty_done_atom = caf::atom_constant<caf::atom("fs_done")>;
 
 struct FaultyShardState {
   std::map<std::uint64_t, caf::typed_response_promise<shard::StepResult>> pending;
+  shard::SequenceState held;  // the sequences, from the incremental steps
   static inline const char* name = "faulty_shard";
 };
 
@@ -48,6 +50,7 @@ inline faulty_shard_actor::behavior_type faulty_shard(
       [=](const shard::Step& step) -> caf::result<shard::StepResult> {
         if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
         plan->received[step.id] = clock_ns(self);
+        self->state.held.apply(step);
         const bool faulty = step.id == plan->step;
         if (faulty && plan->kind == FaultPlan::Kind::error)
           return caf::make_error(caf::sec::runtime_error, "injected fault at step " + std::to_string(step.id));
@@ -56,7 +59,7 @@ inline faulty_shard_actor::behavior_type faulty_shard(
         if (faulty && plan->kind == FaultPlan::Kind::hang) return rp;  // kept, never delivered
         const std::int64_t delay = step_ns + (faulty && plan->kind == FaultPlan::Kind::late ? plan->late_ns : 0);
         self->delayed_send(self, std::chrono::nanoseconds(delay), faulty_done_atom::value,
-                           scheduler::testing::scripted_result(step, step_ns));
+                           scheduler::testing::scripted_result(self->state.held, step, step_ns));
         return rp;
       },
       [=](faulty_done_atom, shard::StepResult& r) {

@@ -3,6 +3,7 @@
 // scripted tokens (tests/actors/scheduler/scheduler_harness.hpp's scripted_token) after a
 // fixed duration of actor-clock time, and records which steps each rank received.
 
+#include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_protocol.hpp"
 #include "tests/actors/scheduler/scheduler_harness.hpp"
 
@@ -24,6 +25,7 @@ using shard_done_atom = caf::atom_constant<caf::atom("sh_done")>;
 
 struct ScriptedShardState {
   std::map<std::uint64_t, caf::typed_response_promise<shard::StepResult>> pending;
+  shard::SequenceState held;  // the sequences, from the incremental steps
   static inline const char* name = "scripted_shard";
 };
 
@@ -40,8 +42,9 @@ inline scripted_shard_actor::behavior_type scripted_shard(
         if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
         auto rp = self->make_response_promise<shard::StepResult>();
         self->state.pending.emplace(step.id, rp);
+        self->state.held.apply(step);
         self->delayed_send(self, std::chrono::nanoseconds(step_ns), shard_done_atom::value,
-                           scheduler::testing::scripted_result(step, step_ns));
+                           scheduler::testing::scripted_result(self->state.held, step, step_ns));
         return rp;
       },
       [=](shard_done_atom, shard::StepResult& r) {

@@ -7,10 +7,12 @@
 #include "actors/kv/block_manager.hpp"
 #include "actors/kv/block_manager_batch.hpp"
 #include "actors/scheduler/scheduler.hpp"
+#include "actors/shard/sequence_state.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <map>
+#include <set>
 #include <random>
 
 namespace actorlm::scheduler::testing {
@@ -43,17 +45,22 @@ inline std::vector<TokenId> scripted_output(RequestId id, std::uint32_t sample,
   return v;
 }
 
-// What a scripted shard answers to a step: the scripted token of every sample it asks for.
-inline shard::StepResult scripted_result(const shard::Step& step, std::int64_t duration_ns) {
+// What a scripted shard answers to a step, once `held` has applied it: the scripted token of
+// every sample it asks for.
+inline shard::StepResult scripted_result(const shard::SequenceState& held, const shard::Step& step,
+                                         std::int64_t duration_ns) {
   shard::StepResult r;
   r.step_id = step.id;
   r.duration_ns = duration_ns;
-  for (const auto& w : step.seqs)
+  for (const auto& w : step.seqs) {
+    if (w.padding || w.num_samples == 0) continue;
+    const auto* s = held.find(w.seq);
+    BOOST_REQUIRE(s != nullptr);
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
-      const auto pos = w.first_position + static_cast<std::uint32_t>(w.tokens.size());
-      r.tokens.push_back({w.seq, scripted_token(w.request, sample, pos), -1.0f, {}});
+      const std::uint32_t sample = w.num_samples > 1 ? j : s->sample;
+      r.tokens.push_back({w.seq, scripted_token(s->request, sample, w.end), -1.0f, {}});
     }
+  }
   return r;
 }
 
@@ -117,8 +124,9 @@ class Harness {
       cov_.padding_rows += w.padding;
       cov_.chunks += !w.padding && w.num_samples == 0;
     }
-    check_step(st);
-    const auto result = scripted_result(st, step_ns);
+    const auto& held = shard_.apply(st);  // the deltas, as every shard rank folds them
+    check_step(st, held);
+    const auto result = scripted_result(shard_, st, step_ns);
     now_ += step_ns;
     const auto ev = sched_.on_executed(result, now_);
     for (const auto& t : ev.tokens) out_[t.request].tokens[t.sample].push_back(t.token);
@@ -148,22 +156,31 @@ class Harness {
     }
   }
 
-  void check_step(const shard::Step& st) {
+  // The property the incremental protocol must keep: a shard that rebuilds every sequence from
+  // the steps' deltas holds exactly the block manager's table and tokens for each one it runs.
+  void check_step(const shard::Step& st, const std::vector<const shard::SequenceState::Sequence*>& held) {
     const auto& o = sched_.options();
     std::uint32_t tokens = 0, seqs = 0;
-    for (const auto& w : st.seqs) {
+    for (std::size_t i = 0; i < st.seqs.size(); ++i) {
+      const auto& w = st.seqs[i];
       ++seqs;
       if (w.padding) continue;
-      tokens += static_cast<std::uint32_t>(w.tokens.size());
-      BOOST_REQUIRE(!w.tokens.empty());
-      // The scheduler's mirror of the table is the block manager's, and the slots exist.
+      tokens += w.end - w.begin;
+      BOOST_REQUIRE(w.begin < w.end);
       BOOST_REQUIRE(bm_.contains(w.seq));
       const auto table = bm_.block_table(w.seq);
-      BOOST_REQUIRE(std::equal(w.block_table.begin(), w.block_table.end(), table.begin(), table.end()));
-      const auto held = bm_.tokens(w.seq);
-      BOOST_REQUIRE(w.first_position + w.tokens.size() <= held.size());
-      BOOST_REQUIRE(std::equal(w.tokens.begin(), w.tokens.end(), held.begin() + w.first_position));
+      const auto& s = *held[i];
+      BOOST_REQUIRE(std::equal(s.block_table.begin(), s.block_table.end(), table.begin(), table.end()));
+      const auto slots = bm_.tokens(w.seq);
+      BOOST_REQUIRE(w.end <= slots.size());
+      BOOST_REQUIRE(w.end <= s.tokens.size());
+      BOOST_REQUIRE(std::equal(s.tokens.begin(), s.tokens.begin() + w.end, slots.begin()));
+      if (w.num_samples > 0) BOOST_REQUIRE_EQUAL(w.end, s.tokens.size());  // samples the next token
     }
+    // Nothing dropped is still in use, and the shard holds no more than the live sequences.
+    for (auto id : st.dropped) BOOST_REQUIRE(held_ids_.erase(id) == 1);
+    for (const auto& n : st.added) BOOST_REQUIRE(held_ids_.insert(n.seq).second);
+    BOOST_REQUIRE_EQUAL(held_ids_.size(), shard_.size());
     if (o.batching != config::Batching::dynamic) {
       BOOST_REQUIRE(seqs <= o.max_num_seqs);
       BOOST_REQUIRE(tokens <= o.max_num_batched_tokens);
@@ -175,6 +192,8 @@ class Harness {
 
   Scheduler sched_;
   kv::BlockManager bm_;
+  shard::SequenceState shard_;
+  std::set<kv::SeqId> held_ids_;
   Time now_ = 0;
   std::map<RequestId, Outcome> out_;
   std::map<RequestId, RequestSpec> specs_;

@@ -166,8 +166,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_CASE(a_padding_row_costs_a_decode_token_at_the_longest_context) {
   shard::Step step;
   shard::SeqWork a;
-  a.tokens = {1};
-  a.first_position = 99;  // attends to 100 positions
+  a.begin = 99;  // one token attending to 100 positions
+  a.end = 100;
   a.num_samples = 1;
   shard::SeqWork pad;
   pad.padding = true;
@@ -188,18 +188,20 @@ BOOST_AUTO_TEST_CASE(samples_one_token_per_requested_sample_never_the_stop_token
   sim::SimShardModel m{sim::CostModel(cat.model("falcon-7b"), cat.hardware("a10g"), {}, 16), 3, 1, 9};
   shard::Step step;
   step.id = 4;
+  shard::SamplingParams sampling;
+  sampling.logprobs = true;
+  sampling.top_logprobs = 2;
+  step.added = {{10, 7, 0, 3, {5, 6, 7}, sampling}, {11, 7, 0, 3, {5, 6, 7}, sampling}};
   shard::SeqWork prefill;  // n = 4 parallel samples from the prompt's last logits
   prefill.seq = 10;
-  prefill.request = 7;
-  prefill.tokens = {5, 6, 7};
+  prefill.end = 3;
   prefill.num_samples = 4;
-  prefill.sampling.logprobs = true;
-  prefill.sampling.top_logprobs = 2;
   shard::SeqWork chunk = prefill;  // a chunk that does not end its prompt: samples nothing
   chunk.seq = 11;
   chunk.num_samples = 0;
   step.seqs = {prefill, chunk};
-  const shard::StepResult r = sim::simulate_step(m, step);
+  sim::SimSequences seqs;
+  const shard::StepResult r = sim::simulate_step(m, seqs, step);
   BOOST_TEST(r.step_id == 4u);
   BOOST_TEST_REQUIRE(r.tokens.size() == 4u);
   for (std::uint32_t j = 0; j < 4; ++j) {
@@ -209,7 +211,11 @@ BOOST_AUTO_TEST_CASE(samples_one_token_per_requested_sample_never_the_stop_token
     BOOST_TEST(r.tokens[j].top.size() == 2u);
   }
   BOOST_TEST(r.duration_ns == modelled_ns(m.cost, sim::step_shape(step)));
-  BOOST_TEST(sim::simulate_step(m, step).tokens[2].token == r.tokens[2].token);  // deterministic
+  BOOST_TEST(sim::simulate_step(m, seqs, step).tokens[2].token == r.tokens[2].token);  // deterministic
+  shard::Step unknown;
+  unknown.seqs = {prefill};
+  unknown.dropped = {10};
+  BOOST_CHECK_THROW(sim::simulate_step(m, seqs, unknown), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(draws_cover_the_vocabulary_evenly) {

@@ -22,27 +22,50 @@ struct Fixture {
   shard::CpuShard make() const { return shard::CpuShard(weights, {4, 32, 8}); }
 };
 
-shard::SeqWork prefill(kv::SeqId seq, std::vector<kv::TokenId> tokens, std::vector<kv::BlockId> table) {
+// Adds a sequence the shard has not seen, with its whole prompt computed in this step.
+shard::SeqWork& prefill(shard::Step& step, kv::SeqId seq, std::vector<kv::TokenId> tokens,
+                        std::vector<kv::BlockId> table, shard::SamplingParams sampling = {0.0f}) {
+  const auto n = static_cast<std::uint32_t>(tokens.size());
+  step.added.push_back({seq, seq, 0, n, std::move(tokens), sampling});
+  shard::SeqWork& w = step.seqs.emplace_back();
+  w.seq = seq;
+  w.end = n;
+  w.table_blocks = std::move(table);
+  w.num_samples = 1;
+  return w;
+}
+
+// One decode token for a sequence the shard holds: `token` appended at position `position`,
+// the table replaced from `table_first` on.
+shard::SeqWork decode(kv::SeqId seq, kv::TokenId token, std::uint32_t position, std::uint32_t table_first,
+                      std::vector<kv::BlockId> blocks) {
   shard::SeqWork w;
   w.seq = seq;
-  w.request = seq;
-  w.tokens = std::move(tokens);
-  w.block_table = std::move(table);
+  w.appended = token;
+  w.begin = position;
+  w.end = position + 1;
+  w.table_first = table_first;
+  w.table_blocks = std::move(blocks);
   w.num_samples = 1;
-  w.sampling.temperature = 0.0f;
   return w;
+}
+
+shard::Step step_of(std::uint64_t id) {
+  shard::Step s;
+  s.id = id;
+  s.block_size = 4;
+  return s;
 }
 
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixture) {
   auto s = make();
-  shard::Step step;
-  step.id = 1;
-  step.block_size = 4;
-  step.seqs.push_back(prefill(1, {5, 9, 200, 17, 3, 88}, {6, 2}));
-  step.seqs.back().sampling.logprobs = true;
-  step.seqs.back().sampling.top_logprobs = 5;
+  shard::Step step = step_of(1);
+  shard::SamplingParams sampling{0.0f};
+  sampling.logprobs = true;
+  sampling.top_logprobs = 5;
+  prefill(step, 1, {5, 9, 200, 17, 3, 88}, {6, 2}, sampling);
   const auto r = s.execute(step);
   BOOST_REQUIRE_EQUAL(r.tokens.size(), 1u);
   const auto& t = r.tokens[0];
@@ -60,22 +83,17 @@ BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixtu
 
 BOOST_FIXTURE_TEST_CASE(a_copied_block_continues_the_sequence_like_the_original, Fixture) {
   auto s = make();
-  shard::Step p;
-  p.id = 1;
-  p.block_size = 4;
-  p.seqs.push_back(prefill(1, {1, 2, 3, 4, 5, 6}, {0, 1}));  // block 1 half full
+  shard::Step p = step_of(1);
+  prefill(p, 1, {1, 2, 3, 4, 5, 6}, {0, 1});  // block 1 half full
   const auto first = s.execute(p).tokens.at(0).token;
 
-  // Sequence 2 shares block 0 and gets a copy of block 1 (copy-on-write) as block 7.
-  shard::Step d;
-  d.id = 2;
-  d.block_size = 4;
+  // Sequence 2, a fork, shares block 0 and gets a copy of block 1 (copy-on-write) as block 7.
+  shard::Step d = step_of(2);
   d.copies.push_back({1, 7});
-  auto a = prefill(1, {first}, {0, 1});
-  a.first_position = 6;
-  auto b = prefill(2, {first}, {0, 7});
-  b.first_position = 6;
-  d.seqs = {a, b};
+  d.seqs.push_back(decode(1, first, 6, 2, {}));
+  d.added.push_back({2, 2, 0, 6, {1, 2, 3, 4, 5, 6, first}, {0.0f}});
+  auto b = decode(2, -1, 6, 0, {0, 7});  // its tokens came whole: nothing appended
+  d.seqs.push_back(b);
   const auto r = s.execute(d);
   BOOST_REQUIRE_EQUAL(r.tokens.size(), 2u);
   BOOST_TEST(r.tokens[0].token == r.tokens[1].token);
@@ -84,31 +102,22 @@ BOOST_FIXTURE_TEST_CASE(a_copied_block_continues_the_sequence_like_the_original,
 
 BOOST_FIXTURE_TEST_CASE(a_sequence_swapped_out_and_in_elsewhere_decodes_as_if_never_moved, Fixture) {
   auto stay = make(), moved = make();
-  shard::Step p;
-  p.id = 1;
-  p.block_size = 4;
-  p.seqs.push_back(prefill(1, {7, 8, 9, 10, 11, 12, 13}, {3, 5}));
+  shard::Step p = step_of(1);
+  prefill(p, 1, {7, 8, 9, 10, 11, 12, 13}, {3, 5});
   const auto t1 = stay.execute(p).tokens.at(0).token;
   BOOST_TEST(moved.execute(p).tokens.at(0).token == t1);
 
-  shard::Step out;  // device blocks 3, 5 -> host 6, 0
-  out.id = 2;
-  out.block_size = 4;
+  shard::Step out = step_of(2);  // device blocks 3, 5 -> host 6, 0
   out.swap_out = {{3, 6}, {5, 0}};
   moved.execute(out);
-  shard::Step scribble = p;  // reuse the freed device blocks for something else
-  scribble.id = 3;
-  scribble.seqs[0] = prefill(2, {100, 101, 102, 103, 104, 105, 106}, {5, 3});
+  shard::Step scribble = step_of(3);  // reuse the freed device blocks for something else
+  prefill(scribble, 2, {100, 101, 102, 103, 104, 105, 106}, {5, 3});
   moved.execute(scribble);
 
   auto next = [&](shard::CpuShard& s, std::vector<kv::BlockId> table, std::vector<kv::BlockMove> swap_in) {
-    shard::Step d;
-    d.id = 4;
-    d.block_size = 4;
+    shard::Step d = step_of(4);
     d.swap_in = std::move(swap_in);
-    auto w = prefill(1, {t1}, std::move(table));
-    w.first_position = 7;
-    d.seqs.push_back(w);
+    d.seqs.push_back(decode(1, t1, 7, 0, std::move(table)));  // a swapped-in table comes whole
     return s.execute(d).tokens.at(0);
   };
   const auto a = next(stay, {3, 5}, {});
@@ -118,20 +127,52 @@ BOOST_FIXTURE_TEST_CASE(a_sequence_swapped_out_and_in_elsewhere_decodes_as_if_ne
 }
 
 BOOST_FIXTURE_TEST_CASE(steps_the_shard_cannot_run_are_refused, Fixture) {
+  auto refused = [&](auto edit) {
+    auto s = make();
+    shard::Step step = step_of(1);
+    prefill(step, 1, {1, 2}, {0});
+    edit(step);
+    BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
+  };
+  refused([](shard::Step& st) { st.block_size = 8; });                    // the cache uses 4
+  refused([](shard::Step& st) { st.added[0].tokens = {1, 999}; });        // outside the vocabulary of 256
+  refused([](shard::Step& st) {                                           // the table covers 4 positions, not 5
+    st.added[0].tokens = {1, 2, 3, 4, 5};
+    st.added[0].prompt_len = 5;
+    st.seqs[0].end = 5;
+  });
+  refused([](shard::Step& st) { st.seqs[0].table_blocks = {40}; });       // block outside the cache of 32
+  refused([](shard::Step& st) { st.seqs[0].end = 3; });                   // positions past its tokens
+  refused([](shard::Step& st) { st.added.clear(); });                     // a sequence never added
+  refused([](shard::Step& st) { st.seqs[0].table_first = 1; });           // a table delta past the end
+  refused([](shard::Step& st) {
+    st.seqs.clear();
+    st.copies.push_back({0, 32});
+  });
+}
+
+BOOST_FIXTURE_TEST_CASE(a_dropped_sequence_is_forgotten_and_can_be_added_again, Fixture) {
   auto s = make();
-  shard::Step step;
-  step.id = 1;
-  step.block_size = 8;  // the cache uses 4
-  step.seqs.push_back(prefill(1, {1, 2}, {0}));
-  BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
-  step.block_size = 4;
-  step.seqs[0].tokens = {1, 999};  // outside the vocabulary of 256
-  BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
-  step.seqs[0] = prefill(1, {1, 2, 3, 4, 5}, {0});  // the table covers 4 positions, not 5
-  BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
-  step.seqs[0] = prefill(1, {1}, {40});  // block outside the cache of 32
-  BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
-  step.seqs.clear();
-  step.copies.push_back({0, 32});
-  BOOST_CHECK_THROW(s.execute(step), std::invalid_argument);
+  shard::Step p = step_of(1);
+  prefill(p, 1, {1, 2, 3}, {0});
+  const auto first = s.execute(p).tokens.at(0).token;
+  BOOST_TEST(s.sequences().size() == 1u);
+  shard::Step gone = step_of(2);
+  gone.dropped = {1};
+  gone.seqs.push_back(decode(1, first, 3, 1, {}));
+  BOOST_CHECK_THROW(s.execute(gone), std::invalid_argument);
+  BOOST_TEST(s.sequences().size() == 0u);
+  // Recomputed after preemption: back whole, with its generated token, to other blocks.
+  shard::Step back = step_of(3);
+  back.added.push_back({1, 1, 0, 3, {1, 2, 3, first}, {0.0f}});
+  auto w = decode(1, -1, 0, 0, {5});
+  w.end = 4;
+  back.seqs.push_back(w);
+  shard::CpuShard fresh = make();
+  shard::Step again = step_of(1);
+  prefill(again, 1, {1, 2, 3}, {0});
+  fresh.execute(again);
+  shard::Step next = step_of(2);
+  next.seqs.push_back(decode(1, first, 3, 1, {}));
+  BOOST_TEST(s.execute(back).tokens.at(0).token == fresh.execute(next).tokens.at(0).token);
 }
