@@ -16,12 +16,14 @@ enum class Batching { dynamic, continuous, paged };
 enum class Preemption { recompute, swap, automatic };  // TOML: "recompute" | "swap" | "auto"
 enum class SimClock { virtual_time, wall };            // TOML: "virtual" | "wall"
 enum class SimParallelism { tensor, layers };          // TOML: "tensor" | "layers"
+enum class SimFault { none, error, hang, exit };       // TOML: "none" | "error" | "hang" | "exit"
 
 std::string_view to_string(Backend);
 std::string_view to_string(Batching);
 std::string_view to_string(Preemption);
 std::string_view to_string(SimClock);
 std::string_view to_string(SimParallelism);
+std::string_view to_string(SimFault);
 
 // [server]: the HTTP daemon (actorlm serve).
 struct ServerConfig {
@@ -94,6 +96,13 @@ struct SimConfig {
   SimParallelism parallelism = SimParallelism::tensor;
   std::string hardware_catalogue;  // TOML file replacing the built-in hardware catalogue
   std::string model_catalogue;     // TOML file replacing the built-in model catalogue
+  // A fault injected by the sim shard of rank fault_rank at the step whose id is fault_step, for
+  // testing gateways and supervisors against a failing server: "error" (that step is answered
+  // with an error), "hang" (that step is never answered; later ones are), "exit" (the shard
+  // actor stops). "error" and "hang" need rank 0, the rank whose answer the scheduler awaits.
+  SimFault fault = SimFault::none;
+  std::int64_t fault_step = 1;     // [1, 2^63)
+  std::int64_t fault_rank = 0;     // [0, 63], below engine.tensor_parallel_degree
   bool operator==(const SimConfig&) const = default;
 };
 

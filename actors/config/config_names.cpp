@@ -46,6 +46,16 @@ std::string_view to_string(SimParallelism value) {
   return "?";
 }
 
+std::string_view to_string(SimFault value) {
+  switch (value) {
+    case SimFault::none: return "none";
+    case SimFault::error: return "error";
+    case SimFault::hang: return "hang";
+    case SimFault::exit: return "exit";
+  }
+  return "?";
+}
+
 std::string ConfigError::to_string() const {
   std::string out = file;
   out += ':';

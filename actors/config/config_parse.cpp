@@ -93,6 +93,9 @@ void read_sim(TableReader& r, SimConfig& c) {
   r.choice("parallelism", c.parallelism, {SimParallelism::tensor, SimParallelism::layers});
   r.string("hardware_catalogue", c.hardware_catalogue);
   r.string("model_catalogue", c.model_catalogue);
+  r.choice("fault", c.fault, {SimFault::none, SimFault::error, SimFault::hang, SimFault::exit});
+  r.integer("fault_step", c.fault_step, {1, int64_max});
+  r.integer("fault_rank", c.fault_rank, {0, 63});
 }
 
 void read_cluster(TableReader& r, ClusterConfig& c) {
@@ -157,6 +160,22 @@ void add_cross_field_error(ErrorList& errors, std::initializer_list<KeyRef> keys
   errors.add(where.value_or(Position{}), std::move(path), std::move(message));
 }
 
+// sim.fault_rank names an existing rank, and only rank 0's answer is awaited: an "error" or a
+// "hang" elsewhere would go unnoticed.
+void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
+  if (!s.sim.valid("fault") || !s.sim.valid("fault_rank") || c.sim.fault == SimFault::none) return;
+  const std::string rank = std::to_string(c.sim.fault_rank);
+  if (s.engine.valid("tensor_parallel_degree") && c.sim.fault_rank >= c.engine.tensor_parallel_degree)
+    add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.engine, "tensor_parallel_degree"}},
+                          "sim.fault_rank (" + rank + ") must be below engine.tensor_parallel_degree (" +
+                              std::to_string(c.engine.tensor_parallel_degree) + ")");
+  else if (c.sim.fault_rank != 0 && c.sim.fault != SimFault::exit)
+    add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.sim, "fault"}},
+                          "sim.fault = \"" + std::string(to_string(c.sim.fault)) + "\" needs sim.fault_rank = 0 (found " +
+                              rank + "): the scheduler awaits only rank 0's answer, so a fault of rank " + rank +
+                              " would go unnoticed; use \"exit\" to stop another rank");
+}
+
 void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& errors) {
   const auto& sched = c.scheduler;
   if (s.scheduler.valid("max_num_batched_tokens") && s.scheduler.valid("max_num_seqs") &&
@@ -185,6 +204,7 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
                           "engine.backend = \"sim\" requires model.preset (a simulator catalogue "
                           "entry, e.g. \"falcon-40b\"), which is empty");
   }
+  check_sim_fault(c, s, errors);
 }
 
 }  // namespace

@@ -146,6 +146,9 @@ std::string to_toml(const Config& c) {
   w.entry("parallelism", to_string(c.sim.parallelism));
   w.entry("hardware_catalogue", c.sim.hardware_catalogue);
   w.entry("model_catalogue", c.sim.model_catalogue);
+  w.entry("fault", to_string(c.sim.fault));
+  w.entry("fault_step", c.sim.fault_step);
+  w.entry("fault_rank", c.sim.fault_rank);
 
   w.section("cluster");
   w.entry("workers", c.cluster.workers);

@@ -45,6 +45,8 @@ scheduler::token_sink::behavior_type completion_sink(scheduler::token_sink::poin
     for (const auto& f : b.finished) {
       auto& c = sh->done[f.request];
       c.reasons.push_back(f.reason);
+      if (f.reason == scheduler::FinishReason::error && sh->failure.empty())
+        sh->failure = "request " + std::to_string(f.request) + " failed: " + b.error;
       if (c.reasons.size() == sh->n) {
         c.finished = now;
         ++sh->finished;

@@ -35,7 +35,8 @@ class Completions {
   const scheduler::token_sink& sink() const { return sink_; }
   // Waits until `count` requests have finished all their samples; false on timeout or failure.
   bool wait_finished(std::size_t count, std::chrono::milliseconds timeout);
-  // Why waiting stopped early: the engine stopped, or on_token threw. Empty when all is well.
+  // Why waiting stopped early: the engine stopped, a request ended with FinishReason::error (its
+  // SinkBatch::error), or on_token threw. Empty when all is well.
   std::string failure() const;
   std::map<scheduler::RequestId, Completion> take();
 

@@ -7,6 +7,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
@@ -36,6 +37,7 @@ EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvC
 }
 
 void stop_engine(const EngineActors& a) {
+  // The scheduler first: it monitors the others and would take their exits for failures.
   caf::anon_send_exit(a.scheduler, caf::exit_reason::user_shutdown);
   for (const auto& s : a.shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(a.block_manager, caf::exit_reason::user_shutdown);
@@ -49,16 +51,27 @@ Engine::~Engine() { stop_engine(actors_); }
 
 namespace {
 
-// One blocking request to an engine actor on a scoped actor of its own; an error reply throws.
+// One blocking request to an engine actor on a scoped actor of its own, waiting at most
+// `timeout`; an error reply (a stopped actor, the timeout) throws std::runtime_error.
 template <class Result, class Handle, class... Args>
-Result ask(caf::actor_system& sys, const Handle& dest, Args&&... args) {
+Result ask_within(caf::actor_system& sys, caf::duration timeout, const Handle& dest, Args&&... args) {
   Result out{};
   caf::scoped_actor self{sys};
-  self->request(dest, caf::infinite, std::forward<Args>(args)...)
+  self->request(dest, timeout, std::forward<Args>(args)...)
       .receive([&](Result& r) { out = std::move(r); },
                [&](caf::error& e) { throw std::runtime_error(sys.render(e)); });
   return out;
 }
+
+// The scheduler always answers (it waits on nothing; if it stops, the request fails at once):
+// no timeout, whose clock entry CAF 0.17 would keep until it expires.
+template <class Result, class Handle, class... Args>
+Result ask(caf::actor_system& sys, const Handle& dest, Args&&... args) {
+  return ask_within<Result>(sys, caf::infinite, dest, std::forward<Args>(args)...);
+}
+
+// The block manager may hang (it is what a lost reservation deadline reports): bounded.
+constexpr std::chrono::seconds block_manager_answer_within{5};
 
 }  // namespace
 
@@ -74,7 +87,10 @@ scheduler::EngineStats Engine::stats() {
   return ask<scheduler::EngineStats>(sys_, actors_.scheduler, scheduler::sched_stats_atom::value);
 }
 
-kv::KvStats Engine::kv_stats() { return ask<kv::KvStats>(sys_, actors_.block_manager, kv::kv_stats_atom::value); }
+kv::KvStats Engine::kv_stats() {
+  return ask_within<kv::KvStats>(sys_, caf::duration{block_manager_answer_within}, actors_.block_manager,
+                                 kv::kv_stats_atom::value);
+}
 
 std::vector<scheduler::StepRecord> Engine::take_step_records() {
   return ask<std::vector<scheduler::StepRecord>>(sys_, actors_.scheduler, scheduler::sched_records_atom::value);

@@ -48,10 +48,12 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // unavailable once the engine is unhealthy (stats().healthy == false; stats().failure says why).
   scheduler::SubmitStatus submit(scheduler::RequestSpec, scheduler::token_sink sink);
   bool abort(scheduler::RequestId);
   scheduler::EngineStats stats();
-  // The block manager's occupancy now (stats() reports it as of the last step).
+  // The block manager's occupancy now (stats() reports it as of the last step). Throws
+  // std::runtime_error when the block manager is gone or does not answer within 5 s.
   kv::KvStats kv_stats();
   std::vector<scheduler::StepRecord> take_step_records();
   std::vector<scheduler::RequestRecord> take_request_records();

@@ -15,6 +15,15 @@ std::uint64_t random_seed() {
 
 }  // namespace
 
+std::string CompletionSession::engine_failure() const {
+  try {
+    const auto stats = model_.engine().stats();
+    return stats.failure.empty() ? "(no reason given)" : stats.failure;
+  } catch (const std::exception& e) {
+    return e.what();  // the scheduler itself is gone
+  }
+}
+
 CompletionSession::CompletionSession(caf::actor_system& sys, serving::ServedModel& model, CompletionRequest req,
                                      std::atomic<std::uint64_t>& ids)
     : sys_(sys), model_(model), req_(std::move(req)), next_id_(ids) {}
@@ -90,6 +99,9 @@ std::optional<ApiError> CompletionSession::start() {
       switch (status) {
         case scheduler::SubmitStatus::queue_full:
           return ApiError{429, "the server's waiting queue is full; retry later", "rate_limit_error", "", "queue_full"};
+        case scheduler::SubmitStatus::unavailable:
+          return ApiError{503, "the engine is unavailable and takes no new requests: " + engine_failure(),
+                          "service_unavailable", "", "engine_unhealthy"};
         case scheduler::SubmitStatus::too_long:
           return ApiError{400, "max_tokens: the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
                                    std::to_string(max_tokens) + ") can never fit in the KV cache or the step's token budget",
@@ -144,6 +156,12 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     const auto index = index_of(f.request, f.sample);
     if (index >= choices_.size() || choices_[index].done) continue;
     Choice& c = choices_[index];
+    if (f.reason == scheduler::FinishReason::error) {  // no delta: the caller reports the failure
+      c.done = true;
+      ++finished_;
+      if (failure_.empty()) failure_ = b.error.empty() ? "the engine failed the request" : b.error;
+      continue;
+    }
     ChoiceDelta& d = delta_for(index);
     d.text += c.stop.push(c.detok->flush());
     d.text += c.stop.flush();
@@ -174,6 +192,10 @@ bool CompletionSession::run(const std::function<bool(const ChoiceDelta&)>& emit,
         abort_all();
         return false;
       }
+    if (!failure_.empty()) {  // a sample ended with FinishReason::error: the call fails as a whole
+      abort_all();
+      return false;
+    }
     // Every choice of a request stopped by stop strings: the engine need not finish it.
     for (std::size_t p = 0; p < ids_.size(); ++p) {
       bool all = !released_[p];

@@ -42,7 +42,8 @@ class CompletionSession {
   // Pumps events until every choice has finished. `emit` gets each delta and returns false when
   // the client has gone; `alive` is polled while nothing arrives and returns false likewise.
   // Either makes the session abort its engine requests and return false, as does an engine failure
-  // (see failure()).
+  // or a sample that ends with FinishReason::error (see failure(): then the other engine requests of
+  // the call are aborted, and the tokens of the batch that carried the error were emitted first).
   bool run(const std::function<bool(const ChoiceDelta&)>& emit, const std::function<bool()>& alive);
 
   const CompletionRequest& request() const { return req_; }
@@ -61,6 +62,7 @@ class CompletionSession {
   };
   std::vector<ChoiceDelta> on_batch(const ChannelBatch&);
   void abort_all();
+  std::string engine_failure() const;  // why the engine is unhealthy, for a refused submission
 
   caf::actor_system& sys_;
   serving::ServedModel& model_;

@@ -1,5 +1,6 @@
 #include "actors/http/http_server.hpp"
 
+#include "actors/http/client_socket.hpp"
 #include "actors/http/completion_session.hpp"
 #include "actors/http/openai_response.hpp"
 #include "actors/http/server_metrics.hpp"
@@ -82,6 +83,15 @@ struct HttpServer::Impl {
     if (pump.joinable()) pump.join();
   }
 
+  // Why the engine is unhealthy (a lost shard or block manager); empty while it is healthy.
+  std::string engine_failure() {
+    try {
+      return model.engine().stats().failure;
+    } catch (const std::exception& e) {
+      return std::string("the scheduler is gone: ") + e.what();
+    }
+  }
+
   // The common gate of the API endpoints: key, readiness. Empty when the request may go on.
   std::optional<ApiError> gate(const httplib::Request& req) const {
     if (!cfg.server.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + cfg.server.api_key)
@@ -104,14 +114,25 @@ struct HttpServer::Impl {
     });
     svr.Get("/health", [](const httplib::Request&, httplib::Response& r) { r.set_content("{\"status\":\"ok\"}", "application/json"); });
     svr.Get("/ready", [this](const httplib::Request&, httplib::Response& r) {
-      const bool ready = !draining && !stopping;
-      r.status = ready ? 200 : 503;
-      r.set_content(ready ? "{\"ready\":true}" : "{\"ready\":false,\"reason\":\"draining\"}", "application/json");
+      std::string reason = engine_failure();
+      if (reason.empty() && (draining || stopping)) reason = "draining";
+      r.status = reason.empty() ? 200 : 503;
+      r.set_content(reason.empty() ? nlohmann::json{{"ready", true}}.dump()
+                                   : nlohmann::json{{"ready", false}, {"reason", reason}}.dump(),
+                    "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
       pump_records();
       const auto stats = model.engine().stats();
-      r.set_content(metrics.render(stats.counts, model.engine().kv_stats(), !draining && !stopping),
+      auto kv = stats.kv;  // as of the last step, when the block manager cannot say now
+      if (stats.healthy) {
+        try {
+          kv = model.engine().kv_stats();
+        } catch (const std::exception& e) {
+          spdlog::warn("metrics: the block manager's occupancy is unknown: {}", e.what());
+        }
+      }
+      r.set_content(metrics.render(stats.counts, kv, !draining && !stopping && stats.healthy, stats.healthy),
                     "text/plain; version=0.0.4; charset=utf-8");
     });
     // Bodies for the errors httplib answers itself (unknown path, body too large...).
@@ -150,6 +171,10 @@ struct HttpServer::Impl {
   }
 
   void complete(Endpoint ep, const httplib::Request& q, httplib::Response& res);
+  void complete_json(CompletionSession&, const ResponseMeta&, Clock::time_point t0, const httplib::Request&,
+                     httplib::Response&);
+  void complete_stream(std::shared_ptr<CompletionSession>, const ResponseMeta&, Clock::time_point t0,
+                       httplib::Response&);
 };
 
 void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib::Response& res) {
@@ -169,34 +194,74 @@ void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib:
   auto session = std::make_shared<CompletionSession>(sys, model, std::move(req), engine_ids);
   if (auto e = session->start()) return refuse(*e, &session->request());
 
-  ++in_flight;
   const ResponseMeta meta{ep, id, std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
                           response_name};
-  const bool stream = session->request().stream;
-  auto provider = [this, session, meta, stream, t0](std::size_t, httplib::DataSink& sink) {
+  // The engine's id of the first prompt's request: joins client-side timings to /metrics-side
+  // records (bench serve) and to the access log.
+  res.set_header("X-Request-Id", std::to_string(session->first_request_id()));
+  if (session->request().stream) return complete_stream(std::move(session), meta, t0, res);
+  complete_json(*session, meta, t0, q, res);
+}
+
+// A non-streamed completion runs to its end before anything is written, so that a failure can
+// still be a 500. The client's socket is watched meanwhile (it cannot be written to).
+void HttpServer::Impl::complete_json(CompletionSession& session, const ResponseMeta& meta, Clock::time_point t0,
+                                     const httplib::Request& q, httplib::Response& res) {
+  ++in_flight;
+  struct Leave {
+    std::atomic<std::size_t>& n;
+    ~Leave() { --n; }
+  } leave{in_flight};
+  const ClientSocket client(q);
+  auto last_check = Clock::now();
+  auto alive = [&] {
+    if (stopping) return false;
+    last_check = Clock::now();
+    return client.connected();
+  };
+  const auto& r = session.request();
+  std::vector<ChoiceResult> results(session.choices());
+  auto emit = [&](const ChoiceDelta& d) {
+    auto& c = results[d.index];
+    c.text += d.text;
+    c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+    if (d.finish_reason) c.finish_reason = *d.finish_reason;
+    return !stopping && (Clock::now() - last_check < kHeartbeat || alive());
+  };
+  int status = 200;
+  if (session.run(emit, alive)) {
+    res.set_content(completion_json(meta, results, r.logprobs, {session.prompt_tokens(), session.completion_tokens()}),
+                    "application/json");
+  } else if (!session.failure().empty()) {
+    status = 500;
+    send_error(res, ApiError{500, session.failure(), "server_error", "", "engine_failure"});
+    spdlog::error("{}: {}", meta.id, session.failure());
+  } else {
+    status = 499;  // the client closed the connection (nginx's convention); nobody reads this
+    res.status = 499;
+  }
+  access_log(meta.id, status, &session, t0, &r);
+}
+
+void HttpServer::Impl::complete_stream(std::shared_ptr<CompletionSession> session, const ResponseMeta& meta,
+                                       Clock::time_point t0, httplib::Response& res) {
+  ++in_flight;
+  auto provider = [this, session, meta, t0](std::size_t, httplib::DataSink& sink) {
     const auto& r = session->request();
     auto last_write = Clock::now();
     auto write = [&](const std::string& s) {
       last_write = Clock::now();
       return sink.write(s.data(), s.size());
     };
-    // A client that left is found by writing to it: an SSE comment, or JSON's leading blank.
+    // A client that left is found by writing to it: an SSE comment.
     auto alive = [&] {
       if (stopping) return false;
       if (Clock::now() - last_write < kHeartbeat) return true;
-      return write(stream ? std::string(": keep-alive\n\n") : std::string(" "));
+      return write(": keep-alive\n\n");
     };
-    std::vector<ChoiceResult> results(session->choices());
     std::vector<bool> opened(session->choices(), false);
     auto emit = [&](const ChoiceDelta& d) {
       if (stopping) return false;
-      if (!stream) {
-        auto& c = results[d.index];
-        c.text += d.text;
-        c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-        if (d.finish_reason) c.finish_reason = *d.finish_reason;
-        return alive();
-      }
       if (r.endpoint == Endpoint::chat && !opened[d.index]) {
         opened[d.index] = true;
         if (!write("data: " + chunk_json(meta, d, r.logprobs, r.include_usage, true) + "\n\n")) return false;
@@ -206,18 +271,15 @@ void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib:
     const bool ok = session->run(emit, alive);
     int status = 200;
     if (ok) {
-      const Usage usage{session->prompt_tokens(), session->completion_tokens()};
-      if (stream) {
-        if (r.include_usage) write("data: " + usage_chunk_json(meta, usage) + "\n\n");
-        write("data: [DONE]\n\n");
-      } else {
-        write(completion_json(meta, results, r.logprobs, usage));
-      }
+      if (r.include_usage)
+        write("data: " + usage_chunk_json(meta, {session->prompt_tokens(), session->completion_tokens()}) + "\n\n");
+      write("data: [DONE]\n\n");
     } else if (!session->failure().empty()) {
-      // Headers are out (200): the error goes in the body, as OpenAI's streams do.
+      // Headers are out (200): the error is an event of its own, then the stream ends as usual.
       status = 500;
       const ApiError e{500, session->failure(), "server_error", "", "engine_failure"};
-      write(stream ? "data: " + e.to_json() + "\n\n" : e.to_json());
+      write("data: " + e.to_json() + "\n\n");
+      write("data: [DONE]\n\n");
       spdlog::error("{}: {}", meta.id, session->failure());
     } else {
       status = 499;  // the client closed the connection (nginx's convention)
@@ -226,12 +288,8 @@ void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib:
     access_log(meta.id, status, session.get(), t0, &r);
     return true;
   };
-  res.set_chunked_content_provider(stream ? "text/event-stream" : "application/json", provider,
-                                   [this](bool) { --in_flight; });
-  if (stream) res.set_header("Cache-Control", "no-cache");
-  // The engine's id of the first prompt's request: joins client-side timings to /metrics-side
-  // records (bench serve) and to the access log.
-  res.set_header("X-Request-Id", std::to_string(session->first_request_id()));
+  res.set_chunked_content_provider("text/event-stream", provider, [this](bool) { --in_flight; });
+  res.set_header("Cache-Control", "no-cache");
 }
 
 HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, const config::Config& cfg)

@@ -26,6 +26,7 @@ scheduler::token_sink::behavior_type channel_sink(scheduler::token_sink::pointer
     if (p.tokens.empty()) p.tokens = std::move(b.tokens);
     else p.tokens.insert(p.tokens.end(), b.tokens.begin(), b.tokens.end());
     p.finished.insert(p.finished.end(), b.finished.begin(), b.finished.end());
+    if (!b.error.empty()) p.error = std::move(b.error);
     sh->cv.notify_all();
   }};
 }
@@ -44,6 +45,7 @@ ChannelBatch RequestChannel::wait(std::chrono::milliseconds timeout) {
   ChannelBatch out;
   out.tokens.swap(p.tokens);
   out.finished.swap(p.finished);
+  out.error.swap(p.error);
   out.failure = p.failure;  // sticky: every later wait sees it too
   return out;
 }

@@ -20,6 +20,7 @@ namespace actorlm::http {
 struct ChannelBatch {
   std::vector<scheduler::TokenEvent> tokens;
   std::vector<scheduler::FinishEvent> finished;
+  std::string error;    // what failed, when some of `finished` are FinishReason::error
   std::string failure;  // the engine stopped
 };
 

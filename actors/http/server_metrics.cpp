@@ -16,6 +16,7 @@ const char* reason_name(scheduler::FinishReason r) {
     case scheduler::FinishReason::stop: return "stop";
     case scheduler::FinishReason::length: return "length";
     case scheduler::FinishReason::abort: return "abort";
+    case scheduler::FinishReason::error: return "error";
   }
   return "unknown";
 }
@@ -52,10 +53,15 @@ void ServerMetrics::record_http_status(int status) {
   http_status_[status] += 1;
 }
 
-std::string ServerMetrics::render(const scheduler::SchedulerCounts& c, const kv::KvStats& kv, bool ready) const {
+std::string ServerMetrics::render(const scheduler::SchedulerCounts& c, const kv::KvStats& kv, bool ready,
+                                  bool healthy) const {
   std::lock_guard lock(mu_);
   std::string out;
-  render_gauge(out, "actorlm_ready", "1 when the model is loaded and the server is not draining", ready ? 1 : 0);
+  render_gauge(out, "actorlm_ready", "1 when the model is loaded, the engine is healthy and the server is not draining",
+               ready ? 1 : 0);
+  render_gauge(out, "actorlm_engine_healthy",
+               "1 while every shard and the block manager run; 0 for good once one is lost (the process then exits)",
+               healthy ? 1 : 0);
   render_gauge(out, "actorlm_num_requests_running", "Requests in the running batch", c.running);
   render_gauge(out, "actorlm_num_requests_waiting", "Requests waiting to be scheduled", c.waiting);
   render_gauge(out, "actorlm_num_requests_swapped", "Requests whose KV blocks are swapped out to host memory", c.swapped);
@@ -73,7 +79,7 @@ std::string ServerMetrics::render(const scheduler::SchedulerCounts& c, const kv:
   render_counter(out, "actorlm_generation_tokens_total", "Generated tokens of finished requests", generation_tokens_);
   out.append("# HELP actorlm_request_success_total Finished samples by finish reason\n"
              "# TYPE actorlm_request_success_total counter\n");
-  for (const char* r : {"stop", "length", "abort"}) {
+  for (const char* r : {"stop", "length", "abort", "error"}) {
     const auto it = finished_.find(r);
     out.append("actorlm_request_success_total{finished_reason=\"").append(r).append("\"} ")
         .append(prom_number(it == finished_.end() ? 0.0 : it->second)).append("\n");

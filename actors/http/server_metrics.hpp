@@ -22,13 +22,13 @@ class ServerMetrics {
   void record_requests(const std::vector<scheduler::RequestRecord>&);
   void record_steps(const std::vector<scheduler::StepRecord>&);
   void record_http_status(int status);
-  std::string render(const scheduler::SchedulerCounts&, const kv::KvStats&, bool ready) const;
+  std::string render(const scheduler::SchedulerCounts&, const kv::KvStats&, bool ready, bool healthy) const;
 
  private:
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_, iteration_tokens_, prompt_hist_, generation_hist_;
   double prompt_tokens_ = 0, generation_tokens_ = 0;
-  std::map<std::string, double> finished_;  // by finish reason: stop | length | abort
+  std::map<std::string, double> finished_;  // by finish reason: stop | length | abort | error
   std::map<int, double> http_status_;
 };
 

@@ -76,7 +76,8 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
 
   auto shared = std::make_shared<const SimShardModel>(SimShardModel{
       CostModel(b.model, b.hardware, b.parallelism, mo.block_size), b.model.vocab, b.model.eos_token_id,
-      static_cast<std::uint64_t>(cfg.sim.seed)});
+      static_cast<std::uint64_t>(cfg.sim.seed), cfg.sim.fault, static_cast<std::uint64_t>(cfg.sim.fault_step),
+      static_cast<std::uint32_t>(cfg.sim.fault_rank)});
   b.shard_model = shared;
   b.factory = [shared](caf::actor_system& sys, std::uint32_t rank, std::uint32_t) {
     return spawn_sim_shard(sys, rank, shared);

@@ -5,12 +5,14 @@
 #include "kernels/splitmix64.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -103,13 +105,32 @@ struct SimShardState {
   static inline const char* name = "sim_shard";
 };
 
+bool faulty(const SimShardModel& m, std::uint32_t rank, const shard::Step& step) {
+  return m.fault != config::SimFault::none && step.id == m.fault_step && rank == m.fault_rank;
+}
+
+caf::error fault_error(const SimShardModel& m, std::uint32_t rank) {
+  return caf::make_error(caf::sec::runtime_error, "sim.fault = \"" + std::string(config::to_string(m.fault)) +
+                                                      "\" injected by rank " + std::to_string(rank) +
+                                                      " at step " + std::to_string(m.fault_step));
+}
+
 sim_shard_actor::behavior_type sim_shard(sim_shard_actor::stateful_pointer<SimShardState> self,
                                          std::uint32_t rank, std::shared_ptr<const SimShardModel> model) {
   self->state.model = std::move(model);
   return {
       [self, rank](const shard::Step& step) -> caf::result<shard::StepResult> {
-        if (rank != 0) return shard::StepResult{step.id, {}, 0};
+        const SimShardModel& m = *self->state.model;
+        if (rank != 0) {
+          if (faulty(m, rank, step)) self->quit(fault_error(m, rank));  // only "exit" passes the config check
+          return shard::StepResult{step.id, {}, 0};
+        }
         shard::StepResult r = simulate_step(*self->state.model, step);
+        if (faulty(m, rank, step)) {
+          if (m.fault == config::SimFault::hang) return self->make_response_promise<shard::StepResult>();  // never kept
+          if (m.fault == config::SimFault::exit) self->quit(fault_error(m, rank));
+          return fault_error(m, rank);
+        }
         const auto delay = std::chrono::nanoseconds(r.duration_ns);
         auto rp = self->make_response_promise<shard::StepResult>();
         self->state.pending.emplace_back(std::move(r), rp);

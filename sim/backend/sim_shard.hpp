@@ -5,6 +5,7 @@
 // requested sample. Ranks above 0 accept every Step and do nothing: the scheduler sends each
 // step to every rank but awaits only rank 0.
 
+#include "actors/config/config.hpp"
 #include "actors/shard/shard_protocol.hpp"
 #include "sim/model/cost_model.hpp"
 
@@ -21,6 +22,12 @@ struct SimShardModel {
   std::uint32_t vocab_size = 0;
   std::int32_t eos_token_id = -1;  // never sampled (< 0: none)
   std::uint64_t seed = 0;          // sim.seed, mixed into every draw
+  // sim.fault at step fault_step on rank fault_rank (config.hpp): "error" answers that step with
+  // an error, "hang" never answers it (later steps are answered), "exit" stops the shard actor.
+  // Rank 0 applies the step's sequence changes first, as a shard failing mid-step would have.
+  config::SimFault fault = config::SimFault::none;
+  std::uint64_t fault_step = 0;
+  std::uint32_t fault_rank = 0;
 };
 
 shard::shard_actor spawn_sim_shard(caf::actor_system&, std::uint32_t rank,

@@ -1,7 +1,9 @@
 // actorlm serve: the daemon. Loads the configured model (the embedded default config: the cpu
 // backend with the default model), serves the OpenAI-compatible API, and drains on SIGTERM or
 // SIGINT: readiness off, new requests refused with 503, requests in flight finished (up to
-// server.drain_timeout_s), exit 0. A second signal exits at once.
+// server.drain_timeout_s), exit 0. A second signal exits at once. When the engine turns
+// unhealthy (a shard actor or the block manager is lost: its requests have already ended with an
+// error), it logs why, drains the same way and exits with code 3, for a supervisor to restart it.
 #include "actors/http/http_server.hpp"
 #include "actors/serving/served_model.hpp"
 #include "actors/config/config.hpp"
@@ -47,15 +49,47 @@ int next_signal(int ms) {
   return ::read(signal_pipe[0], &b, 1) == 1 ? int(b) : -1;
 }
 
-void watch_signals(http::HttpServer& server, double drain_timeout_s, const std::atomic<bool>& done) {
+constexpr int exit_engine_failed = 3;
+constexpr std::chrono::seconds failure_linger{1};
+
+// Why the engine cannot serve any more; empty while it is healthy.
+std::string engine_failure(engine::Engine& engine) {
+  try {
+    return engine.stats().failure;
+  } catch (const std::exception& e) {
+    return std::string("the scheduler is gone: ") + e.what();
+  }
+}
+
+// Waits for a signal or an unhealthy engine (polled every 250 ms), then drains and stops the
+// server; `exit_code` becomes 0 after a signal, exit_engine_failed after an engine failure.
+void watch(http::HttpServer& server, engine::Engine& engine, double drain_timeout_s, const std::atomic<bool>& done,
+           int& exit_code) {
   int sig = -1;
-  while (!done && (sig = next_signal(50)) < 0) {}
+  std::string failure;
+  for (int tick = 1; !done; ++tick) {
+    if ((sig = next_signal(50)) >= 0) break;
+    if (tick % 5 == 0 && !(failure = engine_failure(engine)).empty()) break;
+  }
   if (done) return;
-  spdlog::info("{}: draining: no new requests, {} in flight get up to {:.0f} s to finish (signal again to exit now)",
-               strsignal(sig), server.in_flight(), drain_timeout_s);
+  if (sig >= 0) {
+    spdlog::info("{}: draining: no new requests, {} in flight get up to {:.0f} s to finish (signal again to exit now)",
+                 strsignal(sig), server.in_flight(), drain_timeout_s);
+  } else {
+    exit_code = exit_engine_failed;
+    spdlog::error("the engine cannot serve any more: {}. Its requests have ended with an error; draining {} "
+                  "responses and exiting with code {} for a supervisor to restart the server",
+                  failure, server.in_flight(), exit_engine_failed);
+  }
   server.begin_drain();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(drain_timeout_s);
-  while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(drain_timeout_s);
+  // After an engine failure the server stays up at least failure_linger (answering /ready with
+  // 503 and the reason, /metrics with actorlm_engine_healthy 0), so that probes and scrapers see
+  // why before the process goes.
+  const auto linger_until = start + (exit_code == exit_engine_failed ? failure_linger : std::chrono::seconds(0));
+  while ((server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) ||
+         std::chrono::steady_clock::now() < linger_until) {
     if (int again = next_signal(20); again > 0) {
       spdlog::warn("{} again: exiting now with {} requests in flight", strsignal(again), server.in_flight());
       spdlog::default_logger()->flush();
@@ -100,12 +134,15 @@ int run_serve(const ServeOptions& o) {
                  "\"messages\": [{{\"role\": \"user\", \"content\": \"What is the capital of France?\"}}]}}'",
                  base, cfg->server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", cfg->model.name);
     std::atomic<bool> done{false};
-    std::thread watcher(watch_signals, std::ref(server), cfg->server.drain_timeout_s, std::cref(done));
+    int exit_code = 0;
+    std::thread watcher(watch, std::ref(server), std::ref(model.engine()), cfg->server.drain_timeout_s,
+                        std::cref(done), std::ref(exit_code));
     server.serve();
     done = true;
     watcher.join();
-    spdlog::info("stopped");
-    return 0;
+    if (exit_code == 0) spdlog::info("stopped");
+    else spdlog::error("stopped after an engine failure (exit code {})", exit_code);
+    return exit_code;
   } catch (const std::exception& e) {
     std::cerr << "serve: " << e.what() << '\n';
     return 1;
