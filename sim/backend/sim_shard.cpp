@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,10 +48,9 @@ StepShape step_shape(const shard::Step& step) {
       padded = true;
       continue;
     }
-    if (w.tokens.empty()) continue;
-    const auto n = static_cast<std::uint32_t>(w.tokens.size());
-    longest = std::max(longest, w.first_position + n);
-    s.add(n, w.first_position + n, w.num_samples > 0);
+    if (w.end <= w.begin) continue;
+    longest = std::max(longest, w.end);
+    s.add(w.end - w.begin, w.end, w.num_samples > 0);
   }
   if (padded)
     for (const auto& w : step.seqs)
@@ -60,28 +60,41 @@ StepShape step_shape(const shard::Step& step) {
   return s;
 }
 
-shard::StepResult simulate_step(const SimShardModel& m, const shard::Step& step) {
+void SimSequences::apply(const shard::Step& step) {
+  for (kv::SeqId id : step.dropped) seqs_.erase(id);
+  for (const auto& n : step.added)
+    seqs_[n.seq] = {n.request, n.sample, n.sampling.seed, n.sampling.logprobs, n.sampling.top_logprobs};
+}
+
+const SimSequences::Seq& SimSequences::at(kv::SeqId id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end())
+    throw std::invalid_argument("sim shard: step for unknown sequence " + std::to_string(id));
+  return it->second;
+}
+
+shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, const shard::Step& step) {
+  seqs.apply(step);
   shard::StepResult r;
   r.step_id = step.id;
   const double seconds = m.cost.step_seconds(step_shape(step));
   r.duration_ns = std::max<std::int64_t>(1, std::llround(seconds * 1e9));
   std::size_t n = 0;
   for (const auto& w : step.seqs)
-    if (!w.padding && !w.tokens.empty()) n += w.num_samples;
+    if (!w.padding) n += w.num_samples;
   r.tokens.reserve(n);
   const float logprob = -std::log(static_cast<float>(m.vocab_size));  // a uniform draw
   for (const auto& w : step.seqs) {
-    if (w.padding || w.tokens.empty() || w.num_samples == 0) continue;
-    const std::uint64_t position = w.first_position + w.tokens.size();  // of the new token
+    if (w.padding || w.num_samples == 0) continue;
+    const auto& s = seqs.at(w.seq);
+    const std::uint64_t position = w.end;  // of the new token
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-      const std::uint32_t sample = w.num_samples > 1 ? j : w.sample;
-      shard::SampledToken t{w.seq,
-                            sim_token(m.seed, w.sampling.seed, w.request, sample, position,
-                                      m.vocab_size, m.eos_token_id),
+      const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
+      shard::SampledToken t{w.seq, sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id),
                             logprob,
                             {}};
-      if (w.sampling.logprobs) {
-        const std::uint32_t k = std::min({w.sampling.top_logprobs, max_top_logprobs, m.vocab_size});
+      if (s.logprobs) {
+        const std::uint32_t k = std::min({s.top_logprobs, max_top_logprobs, m.vocab_size});
         for (std::uint32_t i = 0; i < k; ++i)
           t.top.push_back({static_cast<kv::TokenId>((std::uint32_t(t.token) + i) % m.vocab_size), logprob});
       }
@@ -100,6 +113,7 @@ using sim_shard_actor = caf::typed_actor<caf::replies_to<shard::Step>::with<shar
 
 struct SimShardState {
   std::shared_ptr<const SimShardModel> model;
+  SimSequences seqs;
   // Steps whose modelled time is running: a scheduler has one in flight; more are served too.
   std::vector<std::pair<shard::StepResult, caf::typed_response_promise<shard::StepResult>>> pending;
   static inline const char* name = "sim_shard";
@@ -125,7 +139,12 @@ sim_shard_actor::behavior_type sim_shard(sim_shard_actor::stateful_pointer<SimSh
           if (faulty(m, rank, step)) self->quit(fault_error(m, rank));  // only "exit" passes the config check
           return shard::StepResult{step.id, {}, 0};
         }
-        shard::StepResult r = simulate_step(*self->state.model, step);
+        shard::StepResult r;
+        try {
+          r = simulate_step(*self->state.model, self->state.seqs, step);
+        } catch (const std::exception& e) {
+          return caf::make_error(caf::sec::runtime_error, e.what());
+        }
         if (faulty(m, rank, step)) {
           if (m.fault == config::SimFault::hang) return self->make_response_promise<shard::StepResult>();  // never kept
           if (m.fault == config::SimFault::exit) self->quit(fault_error(m, rank));

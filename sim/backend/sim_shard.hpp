@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <unordered_map>
 
 namespace caf { class actor_system; }
 
@@ -37,8 +38,29 @@ shard::shard_actor spawn_sim_shard(caf::actor_system&, std::uint32_t rank,
 // like one decode token attending to the longest context in the step, as in a padded batch.
 StepShape step_shape(const shard::Step&);
 
-// What rank 0 computes for a step: the sampled tokens and the modelled duration (>= 1 ns).
-shard::StepResult simulate_step(const SimShardModel&, const shard::Step&);
+// What rank 0 keeps of each sequence from the incremental steps: what its token draws need.
+class SimSequences {
+ public:
+  struct Seq {
+    shard::RequestId request = 0;
+    std::uint32_t sample = 0;
+    std::uint64_t seed = 0;
+    bool logprobs = false;
+    std::uint32_t top_logprobs = 0;
+  };
+  void apply(const shard::Step&);  // the step's drops, then its additions
+  // Throws std::invalid_argument for a sequence never added (or dropped).
+  const Seq& at(kv::SeqId) const;
+  std::size_t size() const { return seqs_.size(); }
+
+ private:
+  std::unordered_map<kv::SeqId, Seq> seqs_;
+};
+
+// What rank 0 computes for a step, after folding its drops and additions into `seqs`: the
+// sampled tokens and the modelled duration (>= 1 ns). Throws std::invalid_argument for work on
+// a sequence `seqs` does not hold.
+shard::StepResult simulate_step(const SimShardModel&, SimSequences& seqs, const shard::Step&);
 
 // The token drawn for (seed, request, sample, position): a counter-based hash (splitmix64
 // finalizer) mod vocab_size, moved to the next id when it would be `avoid` (the stop token).
