@@ -156,6 +156,7 @@ void add_bench_sim_command(CLI::App& bench, int& exit_code) {
                           {"sim_requests_per_s", r.sim_requests_per_s},
                           {"sim_requests_per_s_best", r.sim_requests_per_s_best},
                           {"sim_requests_per_s_all_ranks", r.sim_requests_per_s_all_ranks},
+                          {"sim_requests_per_s_records", r.sim_requests_per_s_records},
                           {"run_wall_s", r.run_wall_s},
                           {"summary_s", r.summary_s},
                           {"simulated_s", r.simulated_s},

@@ -63,6 +63,12 @@ SimBenchResult run_sim_bench(const SimBenchOptions& opt) {
   r.sim_requests_per_s = rates[1];
   r.sim_requests_per_s_best = rates[2];
 
+  // As `actorlm simulate` runs: every request's token times and every step's record kept.
+  sim::SimulationOptions with_records;
+  const auto recorded = sim::simulate(cfg, workload(opt.requests), 1, with_records);
+  r.sim_requests_per_s_records = recorded.summary.completed / recorded.wall_seconds;
+  say("with per-request records: " + std::to_string(r.sim_requests_per_s_records) + " simulated requests/s");
+
   so.spawn_idle_ranks = true;  // the production fan-out: a Step to each of the 8 ranks
   const std::uint32_t fewer = std::max<std::uint32_t>(1, opt.requests / 4);
   const auto all = sim::simulate(cfg, workload(fewer), 1, so);

@@ -23,6 +23,7 @@ struct SimBenchResult {
   double sim_requests_per_s = 0;        // median of 3 runs, rank 0 only spawned (the default)
   double sim_requests_per_s_best = 0;   // the best of the 3
   double sim_requests_per_s_all_ranks = 0;  // every rank an actor, as in production
+  double sim_requests_per_s_records = 0;    // one run keeping per-request records (as simulate does)
   double run_wall_s = 0;                // of the best run
   double summary_s = 0;                 // of run_wall_s: summarize() (sorting 2.5 M latencies)
   double simulated_s = 0;               // virtual time of the 20,000-request run
