@@ -16,6 +16,13 @@
 #include "actors/scheduler/scheduler_actor.hpp"
 #include "tests/actors/engine/faulty_components.hpp"
 
+#include <random>
+
+namespace actorlm::config {
+// For Boost.Test's log of a data case.
+inline std::ostream& operator<<(std::ostream& out, Batching b) { return out << to_string(b); }
+}  // namespace actorlm::config
+
 using namespace actorlm;
 using namespace actorlm::scheduler;
 using actorlm::testing::FaultPlan;
@@ -329,6 +336,70 @@ BOOST_AUTO_TEST_CASE(the_deadline_costs_one_timer_per_engine_not_one_per_step_an
   for (RequestId id = 1; id <= 16; ++id)
     BOOST_TEST((finishes(id).size() == 1u && finishes(id)[0] != FinishReason::error), "request " << id << ": "
                                                                                      << received[id].error);
+}
+
+BOOST_DATA_TEST_CASE_F(Fixture, random_loads_with_failing_steps_end_every_sample_once_and_leak_no_block,
+                       boost::unit_test::data::make({config::Batching::dynamic, config::Batching::continuous,
+                                                     config::Batching::paged}),
+                       batching) {
+  // Every 2nd to 12th step fails, under a cache tight enough to preempt (by swapping, so that
+  // failed steps carry swaps too) and with n = 2 requests (forks sharing blocks).
+  std::mt19937 rng(11);
+  plan.kind = FaultPlan::Kind::error;
+  for (std::uint64_t s = 3; s < 4000; s += 2 + rng() % 11) plan.more_steps.insert(s);
+  auto c = small_config();
+  c.engine.batching = batching;
+  c.scheduler.preemption = config::Preemption::swap;
+  c.scheduler.batch_size = 3;
+  c.scheduler.max_batch_delay_ms = 10;
+  c.model.max_model_len = 128;
+  engine = engine::spawn_engine(sys, c, {24, 16, 0}, [this](caf::actor_system& s, std::uint32_t rank, std::uint32_t) {
+    return actorlm::testing::spawn_faulty_shard(s, rank, step_ns, &plan);
+  });
+  std::map<RequestId, std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> lens;  // prompt, max_tokens, n
+  for (RequestId id = 1; id <= 30; ++id) {
+    const std::uint32_t p = 1 + rng() % 12, m = 1 + rng() % 24, n = id % 5 == 0 ? 2 : 1;
+    RequestSpec spec;
+    spec.id = id;
+    spec.prompt.assign(p, TokenId(400 + id % 50));
+    spec.max_tokens = m;
+    spec.n = n;
+    spec.stop_token_ids = {stop_token};
+    auto rp = self->request(engine.scheduler, caf::infinite, std::move(spec), sink);
+    consume_messages();
+    SubmitStatus status = SubmitStatus::invalid;
+    rp.receive([&](SubmitStatus st) { status = st; }, [&](caf::error&) {});
+    BOOST_REQUIRE((status == SubmitStatus::accepted));
+    lens[id] = {p, m, n};
+    if (id % 6 == 0) {  // let some steps run between arrivals
+      sched.trigger_timeout();
+      consume_messages();
+    }
+  }
+  run();
+  std::size_t failed = 0, succeeded = 0;
+  for (const auto& [id, pmn] : lens) {
+    const auto [p, m, n] = pmn;
+    for (std::uint32_t j = 0; j < n; ++j) {
+      const auto& f = received[id].finishes[j];
+      BOOST_REQUIRE_MESSAGE(f.size() == 1u, "request " << id << " sample " << j << ": " << f.size() << " finishes");
+      const auto want = scheduler::testing::scripted_output(id, j, p, m);
+      if (f[0] == FinishReason::error) {
+        ++failed;
+        BOOST_TEST(is_prefix(received[id].tokens[j], want), "request " << id << " sample " << j);
+      } else {
+        ++succeeded;
+        BOOST_TEST(received[id].tokens[j] == want, "request " << id << " sample " << j);
+      }
+    }
+  }
+  BOOST_TEST(failed > 0u);
+  BOOST_TEST(succeeded > 0u);
+  const auto kv = kv_stats();
+  BOOST_TEST(kv.device_used == 0u);
+  BOOST_TEST(kv.host_used == 0u);
+  BOOST_TEST(kv.num_sequences == 0u);
+  BOOST_TEST(stats().healthy);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

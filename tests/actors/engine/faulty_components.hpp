@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <map>
+#include <set>
 #include <vector>
 
 namespace actorlm::testing {
@@ -23,6 +24,7 @@ namespace actorlm::testing {
 struct FaultPlan {
   enum class Kind { none, error, hang, late } kind = Kind::none;
   std::uint64_t step = 0;        // the step id it happens at (error, hang, late)
+  std::set<std::uint64_t> more_steps;  // error: these steps fail too
   std::int64_t late_ns = 0;      // late: the reply comes this long after the step's duration
   // What rank 0 saw: step id -> actor-clock time (ns) it arrived.
   std::map<std::uint64_t, std::int64_t> received;
@@ -51,7 +53,7 @@ inline faulty_shard_actor::behavior_type faulty_shard(
         if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
         plan->received[step.id] = clock_ns(self);
         self->state.held.apply(step);
-        const bool faulty = step.id == plan->step;
+        const bool faulty = step.id == plan->step || plan->more_steps.count(step.id) > 0;
         if (faulty && plan->kind == FaultPlan::Kind::error)
           return caf::make_error(caf::sec::runtime_error, "injected fault at step " + std::to_string(step.id));
         auto rp = self->make_response_promise<shard::StepResult>();
