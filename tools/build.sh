@@ -11,6 +11,9 @@ if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
 
+# ccache: paths relative to the checkout, so that another clone (CI's) reuses this machine's cache.
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+
 dir=build
 args=(-G Ninja)
 if [[ "${1:-}" == "--sanitize" ]]; then
