@@ -33,12 +33,12 @@ Scheduler::Scheduler(SchedulerOptions o)
     : opt_(o), kv_available_(o.num_device_blocks), host_available_(o.num_host_blocks) {}
 
 Scheduler::Request* Scheduler::find(RequestId id) {
-  auto it = requests_.find(id);
-  return it == requests_.end() ? nullptr : &it->second;
+  auto it = slot_of_.find(id);
+  return it == slot_of_.end() ? nullptr : &requests_[it->second];
 }
 
-void Scheduler::remove_from(std::vector<RequestId>& v, RequestId id) {
-  v.erase(std::remove(v.begin(), v.end(), id), v.end());
+void Scheduler::remove_from(std::vector<Slot>& v, Slot slot) {
+  v.erase(std::remove(v.begin(), v.end(), slot), v.end());
 }
 
 namespace {
@@ -58,7 +58,7 @@ bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
 }  // namespace
 
 SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
-  if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || requests_.contains(spec.id) ||
+  if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || slot_of_.contains(spec.id) ||
       !valid_inputs(spec, opt_.vocab_size))
     return SubmitStatus::invalid;
   const std::uint64_t total = std::uint64_t(spec.prompt.size()) + spec.max_tokens;
@@ -74,7 +74,17 @@ SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
       spec.n > opt_.max_num_seqs)
     return SubmitStatus::too_long;
   if (waiting_.size() >= opt_.max_queue_len) return SubmitStatus::queue_full;
-  Request r;
+  Slot slot = static_cast<Slot>(requests_.size());
+  if (!free_slots_.empty()) {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    requests_.emplace_back();
+  }
+  Request& r = requests_[slot];
+  r = Request{};
+  r.live = true;
+  r.slot = slot;
   r.order = next_order_++;
   r.record.id = spec.id;
   r.record.prompt_tokens = static_cast<std::uint32_t>(spec.prompt.size());
@@ -87,12 +97,11 @@ SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
   s.tokens.reserve(total);  // no reallocation on the per-token path
   s.tokens = spec.prompt;
   r.record.token_times.reserve(spec.max_tokens);
-  owner_[s.id] = {spec.id, 0};
+  owner_[s.id] = {slot, 0};
   r.seqs.push_back(std::move(s));
   r.spec = std::move(spec);
-  const RequestId id = r.spec.id;
-  requests_.emplace(id, std::move(r));
-  waiting_.push_back(id);
+  slot_of_.emplace(r.spec.id, slot);
+  waiting_.push_back(slot);
   return SubmitStatus::accepted;
 }
 
@@ -118,7 +127,7 @@ void Scheduler::end_request(Request& r, FinishReason why, Time now, StepEvents& 
     r.record.reasons[j] = why;
     ev.finished.push_back({id, j, why});
   }
-  retire(id, all_done && r.record.finished >= 0 ? r.record.finished : now);
+  retire(r.slot, all_done && r.record.finished >= 0 ? r.record.finished : now);
 }
 
 void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEvents& ev) {
@@ -140,25 +149,23 @@ void Scheduler::finish_sample(Request& r, Seq& s, FinishReason why, Time, StepEv
 }
 
 // Removes a request whose samples have all finished; its record joins the finished ones.
-void Scheduler::retire(RequestId id, Time now) {
-  Request* r = find(id);
-  remove_from(waiting_, id);
-  remove_from(running_, id);
-  remove_from(swapped_, id);
-  remove_from(batch_, id);
-  pending_forks_.erase(std::remove_if(pending_forks_.begin(), pending_forks_.end(),
-                                      [&](const kv::ForkOp& f) {
-                                        return owner_[f.child].first == id;
-                                      }),
-                       pending_forks_.end());
-  r->record.finished = now;
-  for (Seq& s : r->seqs) {
+void Scheduler::retire(Slot slot, Time now) {
+  Request& r = requests_[slot];
+  remove_from(waiting_, slot);
+  remove_from(running_, slot);
+  remove_from(swapped_, slot);
+  remove_from(batch_, slot);
+  std::erase_if(pending_forks_, [&](const kv::ForkOp& f) { return owner_.at(f.child).first == slot; });
+  r.record.finished = now;
+  for (Seq& s : r.seqs) {
     drop_from_shards(s);
     if (s.allocated) pending_frees_.push_back(s.id);  // e.g. a parent kept for its forks
     owner_.erase(s.id);
   }
-  finished_records_.push_back(std::move(r->record));
-  requests_.erase(id);
+  finished_records_.push_back(std::move(r.record));
+  slot_of_.erase(r.spec.id);
+  r = Request{};  // releases its memory; the slot serves a later submission
+  free_slots_.push_back(slot);
 }
 
 StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
@@ -167,14 +174,14 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
   StepEvents ev;
   ev.tokens.reserve(result.tokens.size());
   std::size_t next = 0;
-  std::vector<RequestId> done;
+  std::vector<Slot> done;
   for (const Work& w : planned_) {
     if (w.num_samples == 0) continue;
     if (next + w.num_samples > result.tokens.size())
       throw std::logic_error("Scheduler::on_executed: the step result lacks tokens");
     const std::size_t first = next;
     next += w.num_samples;
-    Request* r = find(w.request);
+    Request* r = live(w);
     if (r == nullptr) continue;  // aborted while the step ran
     if (r->record.first_token < 0) r->record.first_token = now;
     // n > 1: the prompt's last logits give every sample its first token; samples 1..n-1
@@ -189,7 +196,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
         child.allocated = false;  // until the fork is applied
         child.on_shards = false;  // added to the shards with its first step
         child.shard_tokens = child.table_sent = 0;
-        owner_[child.id] = {r->spec.id, j};
+        owner_[child.id] = {r->slot, j};
         pending_forks_.push_back({parent.id, child.id});
         r->seqs.push_back(std::move(child));
       }
@@ -211,32 +218,30 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
     }
     // Every sample exists by now (the forks were created above), so this is the whole request.
     if (std::all_of(r->seqs.begin(), r->seqs.end(), [](const Seq& s) { return s.finished; }))
-      done.push_back(r->spec.id);
+      done.push_back(r->slot);
   }
   if (next != result.tokens.size())
     throw std::logic_error("Scheduler::on_executed: the step result has extra tokens");
   // Dynamic batching runs the batch to completion: its finished members stay as padding.
-  for (RequestId id : done) {
+  for (Slot slot : done) {
     if (opt_.batching == config::Batching::dynamic) {
-      Request* r = find(id);
-      r->record.finished = now;
+      requests_[slot].record.finished = now;
       continue;
     }
-    retire(id, now);
+    retire(slot, now);
   }
   if (opt_.batching == config::Batching::dynamic && !batch_.empty()) {
-    const bool batch_done = std::all_of(batch_.begin(), batch_.end(), [&](RequestId id) {
-      const Request* r = find(id);
-      return r == nullptr || std::all_of(r->seqs.begin(), r->seqs.end(),
-                                         [](const Seq& s) { return s.finished; });
+    // batch_ holds live requests only: retire() removes them.
+    const bool batch_done = std::all_of(batch_.begin(), batch_.end(), [&](Slot slot) {
+      const auto& seqs = requests_[slot].seqs;
+      return std::all_of(seqs.begin(), seqs.end(), [](const Seq& s) { return s.finished; });
     });
     if (batch_done) {
       const auto members = batch_;
-      for (RequestId id : members)
-        if (Request* r = find(id)) {
-          const Time t = r->record.finished;
-          retire(id, t >= 0 ? t : now);
-        }
+      for (Slot slot : members) {
+        const Time t = requests_[slot].record.finished;
+        retire(slot, t >= 0 ? t : now);
+      }
       batch_.clear();
     }
   }
@@ -280,7 +285,8 @@ StepEvents Scheduler::fail_all(Time now) {
   StepEvents ev;
   in_flight_ = false;
   std::vector<RequestId> ids;
-  for (const auto* list : {&running_, &swapped_, &waiting_, &batch_}) ids.insert(ids.end(), list->begin(), list->end());
+  for (const auto* list : {&running_, &swapped_, &waiting_, &batch_})
+    for (Slot slot : *list) ids.push_back(requests_[slot].spec.id);
   for (const Work& w : planned_) ids.push_back(w.request);
   for (RequestId rid : ids)
     if (Request* r = find(rid)) end_request(*r, FinishReason::error, now, ev);

@@ -105,6 +105,10 @@ class Scheduler {
   std::vector<StepRecord> take_step_records();
 
  private:
+  // Requests live in a dense vector, by slot (reused after a request retires); the per-step
+  // path works on slots. Ids are looked up only at the edges: submit, abort, the block
+  // manager's rare answers about one sequence (tables, refusals), failures.
+  using Slot = std::uint32_t;
   struct Seq {
     SeqId id = 0;
     std::uint32_t sample = 0;
@@ -123,6 +127,8 @@ class Scheduler {
   };
   enum class State : std::uint8_t { waiting, running, swapped };
   struct Request {
+    bool live = false;                 // false: a free slot
+    Slot slot = 0;
     RequestSpec spec;
     State state = State::waiting;
     std::uint64_t order = 0;           // arrival order: FCFS within a priority
@@ -132,7 +138,8 @@ class Scheduler {
   };
   // One sequence's work in the step being planned.
   struct Work {
-    RequestId request = 0;
+    Slot slot = 0;
+    RequestId request = 0;             // tells a slot reused while the step ran apart
     std::uint32_t sample = 0;
     std::uint32_t begin = 0, end = 0;  // token range processed: [begin, end)
     std::uint32_t num_samples = 0;
@@ -143,7 +150,7 @@ class Scheduler {
   struct Budget;  // what the step being planned may still use (scheduler_plan.cpp)
   // plan() helpers (scheduler_plan.cpp)
   double effective_priority(const Request&, Time now) const;
-  std::vector<RequestId> sorted(const std::vector<RequestId>&, Time now, bool aging) const;
+  std::vector<Slot> sorted(const std::vector<Slot>&, Time now, bool aging) const;
   std::uint32_t blocks_for(std::uint32_t tokens) const;
   std::uint32_t growth_blocks(const Seq&, std::uint32_t end) const;
   std::uint32_t admission_blocks(const Request&) const;
@@ -155,23 +162,30 @@ class Scheduler {
   void admit(Request&, Budget&, kv::ReserveRequest&);
   void add_growth(const Request&, const Seq&, const Work&, kv::ReserveRequest&);
   // bookkeeping (scheduler.cpp)
-  Request* find(RequestId);
+  Request* find(RequestId);  // by id (a hash lookup): nullptr when retired
+  // The work's request, or nullptr when it retired (and its slot may serve another) meanwhile.
+  Request* live(const Work& w) {
+    Request& r = requests_[w.slot];
+    return r.live && r.spec.id == w.request ? &r : nullptr;
+  }
   void finish_sample(Request&, Seq&, FinishReason, Time now, StepEvents&);
   // Ends every sample of a request still going (forked or not yet) with `why` and retires it.
   void end_request(Request&, FinishReason why, Time now, StepEvents&);
-  void retire(RequestId, Time now);
+  void retire(Slot, Time now);
   void keep_step_record();  // current_, within max_kept_records
-  void remove_from(std::vector<RequestId>&, RequestId);
+  void remove_from(std::vector<Slot>&, Slot);
   // The step's work for one sequence, as a delta against what the shards hold (NewSeq first).
   void add_work(const Request&, Seq&, const Work&, shard::Step&);
   // The shards forget the sequence with the next step (finished, aborted, recomputed).
   void drop_from_shards(Seq&);
 
   SchedulerOptions opt_;
-  std::unordered_map<RequestId, Request> requests_;
-  std::unordered_map<SeqId, std::pair<RequestId, std::uint32_t>> owner_;  // seq -> (request, sample)
-  std::vector<RequestId> waiting_, running_, swapped_;
-  std::vector<RequestId> batch_;          // dynamic: the batch being run to completion
+  std::vector<Request> requests_;         // by slot
+  std::vector<Slot> free_slots_;          // of requests_, for the next submissions
+  std::unordered_map<RequestId, Slot> slot_of_;  // live requests
+  std::unordered_map<SeqId, std::pair<Slot, std::uint32_t>> owner_;  // seq -> (slot, sample)
+  std::vector<Slot> waiting_, running_, swapped_;
+  std::vector<Slot> batch_;               // dynamic: the batch being run to completion
   std::vector<SeqId> pending_frees_;
   std::vector<SeqId> shard_drops_;        // for the next step's Step::dropped
   std::vector<kv::ForkOp> pending_forks_;

@@ -22,16 +22,16 @@ double Scheduler::effective_priority(const Request& r, Time now) const {
 }
 
 // Lower (effective) priority first, then arrival order.
-std::vector<RequestId> Scheduler::sorted(const std::vector<RequestId>& ids, Time now,
-                                         bool aging) const {
+std::vector<Scheduler::Slot> Scheduler::sorted(const std::vector<Slot>& ids, Time now,
+                                               bool aging) const {
   // Common case, checked in O(n): one priority level and the list already in arrival order.
   // Aging then keeps that order (earlier arrivals have waited longer), so no sort is needed;
   // this keeps a long waiting queue from costing n log n on every step.
   if (!ids.empty()) {
-    const Request* prev = &requests_.at(ids.front());
+    const Request* prev = &requests_[ids.front()];
     bool in_order = true;
     for (std::size_t i = 1; i < ids.size() && in_order; ++i) {
-      const Request* r = &requests_.at(ids[i]);
+      const Request* r = &requests_[ids[i]];
       in_order = r->spec.priority == prev->spec.priority && r->order > prev->order &&
                  r->record.arrival >= prev->record.arrival;
       prev = r;
@@ -41,20 +41,20 @@ std::vector<RequestId> Scheduler::sorted(const std::vector<RequestId>& ids, Time
   struct Key {
     double priority;
     std::uint64_t order;
-    RequestId id;
+    Slot slot;
   };
   std::vector<Key> keys;
   keys.reserve(ids.size());
-  for (RequestId id : ids) {
-    const Request& r = requests_.at(id);
-    keys.push_back({aging ? effective_priority(r, now) : double(r.spec.priority), r.order, id});
+  for (Slot slot : ids) {
+    const Request& r = requests_[slot];
+    keys.push_back({aging ? effective_priority(r, now) : double(r.spec.priority), r.order, slot});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
     return a.priority != b.priority ? a.priority < b.priority : a.order < b.order;
   });
-  std::vector<RequestId> out;
+  std::vector<Slot> out;
   out.reserve(keys.size());
-  for (const Key& k : keys) out.push_back(k.id);
+  for (const Key& k : keys) out.push_back(k.slot);
   return out;
 }
 
@@ -99,14 +99,14 @@ std::uint32_t Scheduler::distinct_blocks(const Request& r) const {
   return static_cast<std::uint32_t>(blocks.size());
 }
 
-void Scheduler::add_growth(const Request&, const Seq& s, const Work& w, kv::ReserveRequest& req) {
+void Scheduler::add_growth(const Request& r, const Seq& s, const Work& w, kv::ReserveRequest& req) {
   kv::SeqGrowth g;
   g.seq = s.id;
   g.admit = w.admit;
   g.computed_tokens = w.end;
   if (w.admit) {
     g.tokens = s.tokens;
-    const auto& spec = requests_.at(w.request).spec;
+    const auto& spec = r.spec;
     g.max_total_tokens = static_cast<std::uint32_t>(spec.prompt.size()) + spec.max_tokens;
   } else {
     g.tokens.assign(s.tokens.begin() + s.slots, s.tokens.begin() + std::max(s.slots, w.end));
@@ -131,6 +131,7 @@ bool Scheduler::plan_request_work(Request& r, Budget& b) {
                                                     : (remaining <= b.tokens ? remaining : 0);
     if (take == 0) continue;
     Work w;
+    w.slot = r.slot;
     w.request = r.spec.id;
     w.sample = s.sample;
     w.begin = s.computed;
@@ -176,17 +177,15 @@ void Scheduler::preempt(Request& r, Budget& b, kv::ReserveRequest& req) {
     swapping_out_.push_back(r.spec.id);
     host_available_ -= blocks;
     r.state = State::swapped;
-    swapped_.push_back(r.spec.id);
+    swapped_.push_back(r.slot);
   } else {
     req.free.insert(req.free.end(), group.begin(), group.end());
     r.state = State::waiting;
-    waiting_.push_back(r.spec.id);
-    pending_forks_.erase(std::remove_if(pending_forks_.begin(), pending_forks_.end(),
-                                        [&](const kv::ForkOp& f) { return owner_[f.child].first == r.spec.id; }),
-                         pending_forks_.end());
+    waiting_.push_back(r.slot);
+    std::erase_if(pending_forks_, [&](const kv::ForkOp& f) { return owner_.at(f.child).first == r.slot; });
     for (Seq& s : r.seqs) s.maybe_shared_tail = false;
   }
-  remove_from(running_, r.spec.id);
+  remove_from(running_, r.slot);
   b.blocks += blocks;
   b.preempted = true;
   ++r.record.preemptions;
@@ -199,6 +198,7 @@ void Scheduler::admit(Request& r, Budget& b, kv::ReserveRequest& req) {
     if (s.finished) continue;
     const auto len = static_cast<std::uint32_t>(s.tokens.size());
     Work w;
+    w.slot = r.slot;
     w.request = r.spec.id;
     w.sample = s.sample;
     w.admit = true;
@@ -214,8 +214,8 @@ void Scheduler::admit(Request& r, Budget& b, kv::ReserveRequest& req) {
   b.blocks -= admission_blocks(r);
   b.seqs -= r.forked ? static_cast<std::uint32_t>(r.seqs.size()) : r.spec.n;
   r.state = State::running;
-  remove_from(waiting_, r.spec.id);
-  running_.push_back(r.spec.id);
+  remove_from(waiting_, r.slot);
+  running_.push_back(r.slot);
   if (r.record.first_scheduled < 0) r.record.first_scheduled = current_.start;
 }
 
@@ -224,9 +224,9 @@ void Scheduler::admit(Request& r, Budget& b, kv::ReserveRequest& req) {
 void Scheduler::plan_admissions(Time now, Budget& b, kv::ReserveRequest& req,
                                 std::uint32_t max_requests) {
   std::uint32_t admitted = 0;
-  for (RequestId id : sorted(waiting_, now, true)) {
+  for (Slot slot : sorted(waiting_, now, true)) {
     if (admitted == max_requests) break;
-    Request& r = requests_.at(id);
+    Request& r = requests_[slot];
     std::uint32_t tokens = 0, seqs = r.forked ? 0 : r.spec.n;
     for (const Seq& s : r.seqs)
       if (!s.finished) {
@@ -246,19 +246,20 @@ void Scheduler::plan_dynamic(Time now, Budget& b, kv::ReserveRequest& req) {
   if (batch_.empty()) {
     if (waiting_.empty()) return;
     Time oldest = now;
-    for (RequestId id : waiting_) oldest = std::min(oldest, requests_.at(id).record.arrival);
+    for (Slot slot : waiting_) oldest = std::min(oldest, requests_[slot].record.arrival);
     if (waiting_.size() < opt_.batch_size && now < oldest + opt_.max_batch_delay) return;
     plan_admissions(now, b, req, opt_.batch_size);
     batch_ = running_;
     return;
   }
   // The batch runs to completion; finished members are padding rows.
-  for (RequestId id : batch_) {
-    Request& r = requests_.at(id);
+  for (Slot slot : batch_) {
+    Request& r = requests_[slot];
     for (const Seq& s : r.seqs) {
       if (!s.finished) continue;
       Work w;
-      w.request = id;
+      w.slot = slot;
+      w.request = r.spec.id;
       w.sample = s.sample;
       w.padding = true;
       planned_.push_back(w);
@@ -267,7 +268,7 @@ void Scheduler::plan_dynamic(Time now, Budget& b, kv::ReserveRequest& req) {
   }
   for (const Work& w : planned_) {
     if (w.padding) continue;
-    const Request& r = requests_.at(w.request);
+    const Request& r = requests_[w.slot];
     add_growth(r, r.seqs[w.sample], w, req);
   }
 }
@@ -293,14 +294,14 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
     plan_dynamic(now, b, req);
   } else {
     // 1. Running requests, highest priority first; the lowest, newest ones make room.
-    std::vector<RequestId> order = sorted(running_, now, false);
+    std::vector<Slot> order = sorted(running_, now, false);
     for (std::size_t i = 0; i < order.size(); ++i) {
-      Request& r = requests_.at(order[i]);
+      Request& r = requests_[order[i]];
       std::int64_t need = 0;
       for (const Seq& s : r.seqs)
         if (!s.finished && s.allocated) need += growth_blocks(s, static_cast<std::uint32_t>(s.tokens.size()));
       while (need > b.blocks && order.size() > i + 1) {
-        preempt(requests_.at(order.back()), b, req);
+        preempt(requests_[order.back()], b, req);
         order.pop_back();
       }
       if (need > b.blocks) {  // nobody left to preempt but itself
@@ -314,8 +315,8 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
     }
     // 2. Swapped requests come back before anyone new is admitted.
     if (!b.preempted) {
-      for (RequestId id : sorted(swapped_, now, true)) {
-        Request& r = requests_.at(id);
+      for (Slot slot : sorted(swapped_, now, true)) {
+        Request& r = requests_[slot];
         const std::uint32_t blocks = distinct_blocks(r);
         std::int64_t growth = 0;
         for (const Seq& s : r.seqs)
@@ -330,11 +331,11 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
         // make the forks it was swapped out with).
         plan_request_work(r, b);
         req.swap_in.push_back(group);
-        swapping_in_.push_back(id);
+        swapping_in_.push_back(r.spec.id);
         host_available_ += blocks;
         r.state = State::running;
-        remove_from(swapped_, id);
-        running_.push_back(id);
+        remove_from(swapped_, slot);
+        running_.push_back(slot);
         for (std::size_t k = before; k < planned_.size(); ++k)
           add_growth(r, r.seqs[planned_[k].sample], planned_[k], req);
       }
@@ -346,8 +347,8 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
   // Forks last: preemption above may have removed some, and a parent that is not on the
   // device (swapped out) forks after it returns.
   for (const auto& f : pending_forks_) {
-    const auto [id, sample] = owner_.at(f.parent);
-    const Request& r = requests_.at(id);
+    const auto [slot, sample] = owner_.at(f.parent);
+    const Request& r = requests_[slot];
     if (r.state == State::running && r.seqs[sample].allocated) req.forks.push_back(f);
   }
   if (planned_.empty() && req.free.empty() && req.forks.empty() && req.swap_out.empty())
@@ -360,8 +361,8 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
 std::optional<Time> Scheduler::next_wakeup() const {
   if (opt_.batching != config::Batching::dynamic || !batch_.empty() || waiting_.empty())
     return std::nullopt;
-  Time oldest = requests_.at(waiting_.front()).record.arrival;
-  for (RequestId id : waiting_) oldest = std::min(oldest, requests_.at(id).record.arrival);
+  Time oldest = requests_[waiting_.front()].record.arrival;
+  for (Slot slot : waiting_) oldest = std::min(oldest, requests_[slot].record.arrival);
   return oldest + opt_.max_batch_delay;
 }
 

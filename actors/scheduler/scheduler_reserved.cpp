@@ -43,10 +43,8 @@ void Scheduler::add_work(const Request& r, Seq& s, const Work& w, shard::Step& s
 shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
   if (!in_flight_) throw std::logic_error("Scheduler::on_reserved: no step planned");
   auto seq_of = [&](SeqId id) -> Seq* {
-    auto it = owner_.find(id);
-    if (it == owner_.end()) return nullptr;
-    Request* r = find(it->second.first);
-    return r == nullptr ? nullptr : &r->seqs[it->second.second];
+    auto it = owner_.find(id);  // owner_ holds live requests' sequences only
+    return it == owner_.end() ? nullptr : &requests_[it->second.first].seqs[it->second.second];
   };
   // 1. Block tables.
   std::unordered_set<SeqId> whole_table;  // sequences whose whole table was (re)sent
@@ -82,31 +80,36 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
     return true;
   });
   // 3. A refused swap-out leaves the request running (preempted again if still needed).
+  // (A request aborted while the reservation was out is gone: find() skips it.)
   for (RequestId id : swapping_out_) {
-    Request& r = requests_.at(id);
-    if (std::any_of(r.seqs.begin(), r.seqs.end(),
+    Request* r = find(id);
+    if (r == nullptr || no_room.empty()) continue;
+    if (std::any_of(r->seqs.begin(), r->seqs.end(),
                     [&](const Seq& s) { return s.allocated && no_room.contains(s.id); })) {
-      remove_from(swapped_, id);
-      r.state = State::running;
-      running_.push_back(id);
+      remove_from(swapped_, r->slot);
+      r->state = State::running;
+      running_.push_back(r->slot);
     }
   }
   // 4. A refused swap-in (no whole table came back) leaves the request swapped.
   for (RequestId id : swapping_in_) {
-    Request& r = requests_.at(id);
-    const bool in = std::all_of(r.seqs.begin(), r.seqs.end(), [&](const Seq& s) {
+    Request* r = find(id);
+    if (r == nullptr) continue;
+    const bool in = std::all_of(r->seqs.begin(), r->seqs.end(), [&](const Seq& s) {
       return !s.allocated || whole_table.contains(s.id);
     });
     if (in) continue;
-    remove_from(running_, id);
-    r.state = State::swapped;
-    swapped_.push_back(id);
+    remove_from(running_, r->slot);
+    r->state = State::swapped;
+    swapped_.push_back(r->slot);
     dropped.insert(id);
   }
   // 5. Admissions: a refused one goes back to waiting, freeing any of its samples that got in.
   for (const Work& w : planned_) {
-    if (!w.admit || dropped.contains(w.request)) continue;
-    Request& r = requests_.at(w.request);
+    if (!w.admit || no_room.empty() || dropped.contains(w.request)) continue;
+    Request* live_request = live(w);
+    if (live_request == nullptr) continue;
+    Request& r = *live_request;
     if (!no_room.contains(r.seqs[w.sample].id)) continue;
     dropped.insert(w.request);
     for (Seq& s : r.seqs) {
@@ -116,21 +119,23 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       s.slots = s.computed = 0;
       s.table.clear();
     }
-    remove_from(running_, w.request);
-    remove_from(batch_, w.request);
+    remove_from(running_, r.slot);
+    remove_from(batch_, r.slot);
     r.state = State::waiting;
-    waiting_.push_back(w.request);
+    waiting_.push_back(r.slot);
   }
   for (const auto& a : reply.admitted)
-    if (Seq* s = seq_of(a.seq); s != nullptr && !dropped.contains(owner_.at(a.seq).first)) {
+    if (Seq* s = seq_of(a.seq);
+        s != nullptr && !dropped.contains(requests_[owner_.at(a.seq).first].spec.id)) {
       s->allocated = true;
       s->slots = static_cast<std::uint32_t>(s->tokens.size());
       s->computed = std::max(s->computed, a.cached_tokens);
     }
   // 6. Growth refused: that sequence sits this step out.
   std::erase_if(planned_, [&](const Work& w) {
-    if (dropped.contains(w.request) || !requests_.contains(w.request)) return true;
-    return !w.padding && no_room.contains(requests_.at(w.request).seqs[w.sample].id);
+    const Request* r = live(w);
+    if (r == nullptr || (!dropped.empty() && dropped.contains(w.request))) return true;
+    return !w.padding && !no_room.empty() && no_room.contains(r->seqs[w.sample].id);
   });
 
   // 7. The step.
@@ -142,12 +147,12 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
   step.swap_in = reply.swap_in;
   std::erase_if(planned_, [&](Work& w) {
     if (w.padding) return false;
-    Seq& s = requests_.at(w.request).seqs[w.sample];
+    Seq& s = requests_[w.slot].seqs[w.sample];
     w.begin = std::max(w.begin, s.computed);  // prefix-cache hits shorten the prefill
     return w.begin >= w.end && w.num_samples == 0;
   });
   for (Work& w : planned_) {
-    Request& r = requests_.at(w.request);
+    Request& r = requests_[w.slot];
     Seq& s = r.seqs[w.sample];
     if (!w.padding) {
       if (w.begin >= w.end) w.begin = w.end - 1;  // a sampling position is always computed
