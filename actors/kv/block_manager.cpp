@@ -182,9 +182,13 @@ std::optional<BlockManager::Appended> BlockManager::try_append(SeqId seq,
                                                                std::span<const TokenId> tokens,
                                                                std::uint32_t computed_tokens) {
   Sequence& s = get(seq);
-  if (blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
+  if (s.swapped ||
+      blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
     return std::nullopt;
-  Appended out{append_unchecked(s, tokens)};
+  const auto old_size = static_cast<std::uint32_t>(s.table.size());
+  Appended out{append_unchecked(s, tokens), old_size};
+  // A copy-on-write replaced the block being filled: the table changed from there.
+  if (out.copy) out.first_changed = static_cast<std::uint32_t>(block_of(s.tokens.size() - tokens.size()));
   mark_computed(s, computed_tokens);
   return out;
 }

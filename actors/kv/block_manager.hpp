@@ -67,10 +67,12 @@ class BlockManager {
   // copy must run before the step writes into it).
   std::optional<BlockCopy> append(SeqId seq, std::span<const TokenId> tokens);
   // The decode path in one call, as the block-manager actor uses it: check, append and
-  // mark_computed(computed_tokens) together. nullopt when there is no room (nothing changes);
-  // otherwise the copy-on-write to perform, if any.
+  // mark_computed(computed_tokens) together. nullopt when there is no room or the sequence is
+  // swapped out (nothing changes); otherwise the copy-on-write to perform, if any, and where
+  // the block table changed: table[first_changed:] is new (first_changed = its size: unchanged).
   struct Appended {
     std::optional<BlockCopy> copy;
+    std::uint32_t first_changed = 0;
   };
   std::optional<Appended> try_append(SeqId seq, std::span<const TokenId> tokens,
                                      std::uint32_t computed_tokens);

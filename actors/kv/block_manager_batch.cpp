@@ -11,38 +11,29 @@ void full_table(const BlockManager& bm, SeqId seq, ReserveReply& r) {
   r.tables.push_back({seq, 0, {t.begin(), t.end()}});
 }
 
-void grow(BlockManager& bm, const SeqGrowth& g, ReserveReply& r) {
+void grow(BlockManager& bm, const ReserveRequest& req, const SeqGrowth& g, ReserveReply& r) {
+  const auto tokens = req.tokens_of(g);
   if (g.admit) {
-    const PrefixMatch m = bm.match_prefix(g.tokens);
-    if (!bm.can_allocate(g.tokens, g.max_total_tokens, m)) {
+    const PrefixMatch m = bm.match_prefix(tokens);
+    if (!bm.can_allocate(tokens, g.max_total_tokens, m)) {
       r.no_room.push_back(g.seq);
       return;
     }
-    r.admitted.push_back({g.seq, bm.allocate(g.seq, g.tokens, g.max_total_tokens, m)});
+    r.admitted.push_back({g.seq, bm.allocate(g.seq, tokens, g.max_total_tokens, m)});
     full_table(bm, g.seq, r);
     if (g.computed_tokens > 0) bm.mark_computed(g.seq, g.computed_tokens);
-  } else {
-    // Not on the device (its swap-in in this same request was refused): no room either.
-    if (bm.contains(g.seq) && bm.is_swapped(g.seq)) {
-      r.no_room.push_back(g.seq);
-      return;
-    }
-    const std::size_t old_size = bm.block_table(g.seq).size();
-    const auto appended = bm.try_append(g.seq, g.tokens, g.computed_tokens);
-    if (!appended) {
-      r.no_room.push_back(g.seq);
-      return;
-    }
-    std::size_t first = old_size;
-    if (appended->copy) {
-      r.copies.push_back(*appended->copy);
-      const auto t = bm.block_table(g.seq);
-      first = std::find(t.begin(), t.end(), appended->copy->dst) - t.begin();
-    }
-    const auto t = bm.block_table(g.seq);
-    if (first < t.size())
-      r.tables.push_back({g.seq, static_cast<std::uint32_t>(first), {t.begin() + first, t.end()}});
+    return;
   }
+  // No room either when not on the device (its swap-in in this same request was refused).
+  const auto appended = bm.try_append(g.seq, tokens, g.computed_tokens);
+  if (!appended) {
+    r.no_room.push_back(g.seq);
+    return;
+  }
+  if (appended->copy) r.copies.push_back(*appended->copy);
+  const auto t = bm.block_table(g.seq);
+  if (appended->first_changed < t.size())
+    r.tables.push_back({g.seq, appended->first_changed, {t.begin() + appended->first_changed, t.end()}});
 }
 }  // namespace
 
@@ -76,7 +67,7 @@ ReserveReply apply_reservation(BlockManager& bm, const ReserveRequest& req) {
     r.copies.insert(r.copies.end(), copies.begin(), copies.end());
     full_table(bm, f.child, r);
   }
-  for (const auto& g : req.grow) grow(bm, g, r);
+  for (const auto& g : req.grow) grow(bm, req, g, r);
   r.stats = bm.stats();
   return r;
 }

@@ -10,15 +10,21 @@
 #include "actors/kv/kv_types.hpp"
 
 #include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace actorlm::kv {
 
-// One sequence's growth in the step being planned.
+// One sequence's growth in the step being planned. Its tokens lie in the request's one token
+// buffer (ReserveRequest::tokens), so a step of decoding sequences allocates nothing per sequence.
 struct SeqGrowth {
   SeqId seq = 0;
-  bool admit = false;                   // true: create the sequence with `tokens` as its prompt
-  std::vector<TokenId> tokens;          // tokens that get KV slots in this step
+  bool admit = false;                   // true: create the sequence with its tokens as its prompt
+  std::uint32_t first_token = 0;        // its tokens that get KV slots in this step:
+  std::uint32_t num_tokens = 0;         // ReserveRequest::tokens[first_token, first_token + num_tokens)
   std::uint32_t max_total_tokens = 0;   // admit only: prompt + max new tokens (reserved mode)
   std::uint32_t computed_tokens = 0;    // tokens whose KV is valid once this step has run
 };
@@ -38,6 +44,26 @@ struct ReserveRequest {
   std::vector<std::vector<SeqId>> swap_in;
   std::vector<ForkOp> forks;
   std::vector<SeqGrowth> grow;
+  std::vector<TokenId> tokens;               // [sum of grow's num_tokens]: their tokens, in order
+
+  void add_growth(SeqId seq, bool admit, std::span<const TokenId> toks, std::uint32_t max_total_tokens,
+                  std::uint32_t computed_tokens) {
+    grow.push_back({seq, admit, static_cast<std::uint32_t>(tokens.size()),
+                    static_cast<std::uint32_t>(toks.size()), max_total_tokens, computed_tokens});
+    tokens.insert(tokens.end(), toks.begin(), toks.end());
+  }
+  void add_growth(SeqId seq, bool admit, std::initializer_list<TokenId> toks,
+                  std::uint32_t max_total_tokens, std::uint32_t computed_tokens) {
+    add_growth(seq, admit, std::span<const TokenId>(toks.begin(), toks.size()), max_total_tokens,
+               computed_tokens);
+  }
+  // Throws std::out_of_range when the growth's range is outside `tokens` (a malformed message).
+  std::span<const TokenId> tokens_of(const SeqGrowth& g) const {
+    if (std::uint64_t(g.first_token) + g.num_tokens > tokens.size())
+      throw std::out_of_range("ReserveRequest: growth of sequence " + std::to_string(g.seq) +
+                              " names tokens outside the request's token buffer");
+    return std::span<const TokenId>(tokens).subspan(g.first_token, g.num_tokens);
+  }
 };
 
 // table[first:] = blocks (device block ids), replacing what was there.

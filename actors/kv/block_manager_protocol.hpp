@@ -49,8 +49,8 @@ typename Inspector::result_type inspect(Inspector& f, KvStats& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SeqGrowth& x) {
-  return f(caf::meta::type_name("SeqGrowth"), x.seq, x.admit, x.tokens, x.max_total_tokens,
-           x.computed_tokens);
+  return f(caf::meta::type_name("SeqGrowth"), x.seq, x.admit, x.first_token, x.num_tokens,
+           x.max_total_tokens, x.computed_tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ForkOp& x) {
@@ -59,7 +59,7 @@ typename Inspector::result_type inspect(Inspector& f, ForkOp& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ReserveRequest& x) {
   return f(caf::meta::type_name("ReserveRequest"), x.free, x.swap_out, x.swap_in, x.forks,
-           x.grow);
+           x.grow, x.tokens);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TableDelta& x) {

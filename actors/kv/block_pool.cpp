@@ -79,12 +79,11 @@ bool BlockPool::register_block(BlockId b, std::uint64_t hash, std::uint64_t pare
                                std::span<const TokenId> tokens) {
   assert(state_[b].ref > 0 && tokens.size() == block_size_);
   if (registered_[b]) return hash_[b] == hash;
-  if (by_hash_.contains(hash)) return false;
   if (tokens_.empty()) {  // first registration: size the cache once, not on the hot path
     tokens_.resize(std::size_t(state_.size()) * block_size_);
     by_hash_.reserve(state_.size());
   }
-  by_hash_.emplace(hash, b);
+  if (!by_hash_.try_emplace(hash, b).second) return false;  // one lookup, not two
   registered_[b] = 1;
   hash_[b] = hash;
   parent_[b] = parent;

@@ -100,18 +100,13 @@ std::uint32_t Scheduler::distinct_blocks(const Request& r) const {
 }
 
 void Scheduler::add_growth(const Request& r, const Seq& s, const Work& w, kv::ReserveRequest& req) {
-  kv::SeqGrowth g;
-  g.seq = s.id;
-  g.admit = w.admit;
-  g.computed_tokens = w.end;
   if (w.admit) {
-    g.tokens = s.tokens;
-    const auto& spec = r.spec;
-    g.max_total_tokens = static_cast<std::uint32_t>(spec.prompt.size()) + spec.max_tokens;
-  } else {
-    g.tokens.assign(s.tokens.begin() + s.slots, s.tokens.begin() + std::max(s.slots, w.end));
+    req.add_growth(s.id, true, s.tokens,
+                   static_cast<std::uint32_t>(r.spec.prompt.size()) + r.spec.max_tokens, w.end);
+    return;
   }
-  req.grow.push_back(std::move(g));
+  const std::span<const TokenId> all(s.tokens);
+  req.add_growth(s.id, false, all.subspan(s.slots, std::max(s.slots, w.end) - s.slots), 0, w.end);
 }
 
 // Plans the running request's sequences into the step, each as far as the token and sequence

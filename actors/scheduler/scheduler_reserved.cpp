@@ -131,30 +131,24 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       s->slots = static_cast<std::uint32_t>(s->tokens.size());
       s->computed = std::max(s->computed, a.cached_tokens);
     }
-  // 6. Growth refused: that sequence sits this step out.
-  std::erase_if(planned_, [&](const Work& w) {
-    const Request* r = live(w);
-    if (r == nullptr || (!dropped.empty() && dropped.contains(w.request))) return true;
-    return !w.padding && !no_room.empty() && no_room.contains(r->seqs[w.sample].id);
-  });
-
-  // 7. The step.
+  // 6. The step, in one pass over the planned work: refused growth sits this step out,
+  // prefix-cache hits shorten prefills, and the rest goes to the shards as deltas.
   shard::Step step;
   step.id = step_id_;
   step.block_size = opt_.block_size;
   step.copies = reply.copies;
   step.swap_out = reply.swap_out;
   step.swap_in = reply.swap_in;
-  std::erase_if(planned_, [&](Work& w) {
-    if (w.padding) return false;
-    Seq& s = requests_[w.slot].seqs[w.sample];
-    w.begin = std::max(w.begin, s.computed);  // prefix-cache hits shorten the prefill
-    return w.begin >= w.end && w.num_samples == 0;
-  });
-  for (Work& w : planned_) {
-    Request& r = requests_[w.slot];
-    Seq& s = r.seqs[w.sample];
+  step.seqs.reserve(planned_.size());
+  std::size_t kept = 0;
+  for (Work w : planned_) {
+    Request* r = live(w);
+    if (r == nullptr || (!dropped.empty() && dropped.contains(w.request))) continue;
+    Seq& s = r->seqs[w.sample];
     if (!w.padding) {
+      if (!no_room.empty() && no_room.contains(s.id)) continue;
+      w.begin = std::max(w.begin, s.computed);
+      if (w.begin >= w.end && w.num_samples == 0) continue;
       if (w.begin >= w.end) w.begin = w.end - 1;  // a sampling position is always computed
       const bool decode = !w.admit && w.end - w.begin == 1 && s.computed + 1 == s.tokens.size() &&
                           s.generated > 0;
@@ -163,8 +157,10 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       s.computed = w.end;
       (decode ? current_.decode_tokens : current_.prefill_tokens) += w.end - w.begin;
     }
-    add_work(r, s, w, step);
+    add_work(*r, s, w, step);
+    planned_[kept++] = w;
   }
+  planned_.resize(kept);
   // Sequences to forget ride on a step the shards will receive (the actor skips empty ones).
   if (!step.seqs.empty() || !step.copies.empty() || !step.swap_out.empty() || !step.swap_in.empty())
     step.dropped.swap(shard_drops_);

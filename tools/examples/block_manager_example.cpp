@@ -49,14 +49,14 @@ int main() {
 
   // Step 1: request 1's prompt is computed in full; its two full blocks become cacheable.
   ReserveRequest step1;
-  step1.grow.push_back({1, true, prompt(1), 128, 40});
+  step1.add_growth(1, true, prompt(1), 128, 40);
   auto r1 = reserve(step1);
   expect(r1.admitted.size() == 1 && r1.tables.at(0).blocks.size() == 3, "request 1 admitted with 3 blocks");
 
   // Step 2: request 2 shares the system prompt: 32 tokens come from the cache.
   ReserveRequest step2;
-  step2.grow.push_back({2, true, prompt(500), 128, 40});
-  step2.grow.push_back({1, false, {7}, 0, 41});  // request 1 decodes a token meanwhile
+  step2.add_growth(2, true, prompt(500), 128, 40);
+  step2.add_growth(1, false, {7}, 0, 41);  // request 1 decodes a token meanwhile
   auto r2 = reserve(step2);
   expect(r2.admitted.at(0).cached_tokens == 32, "request 2 reuses 32 cached tokens");
   expect(r2.stats.device_used == 4, "4 distinct blocks in use (2 shared)");
@@ -64,7 +64,7 @@ int main() {
   // Step 3: request 1 forks a second sample; the sample's first token copies the shared block.
   ReserveRequest step3;
   step3.forks.push_back({1, 3});
-  step3.grow.push_back({3, false, {8}, 0, 42});
+  step3.add_growth(3, false, {8}, 0, 42);
   auto r3 = reserve(step3);
   expect(r3.copies.size() == 1, "the fork's first token triggers one copy-on-write");
 

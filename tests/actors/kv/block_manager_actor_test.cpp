@@ -44,8 +44,8 @@ BOOST_FIXTURE_TEST_SUITE(block_manager_actor_suite, Fixture)
 
 BOOST_AUTO_TEST_CASE(serves_one_step_reservation_with_tables_and_stats) {
   ReserveRequest req;
-  req.grow.push_back({1, true, tokens(6), 10, 6});
-  req.grow.push_back({2, true, tokens(6, 50), 10, 6});
+  req.add_growth(1, true, tokens(6), 10, 6);
+  req.add_growth(2, true, tokens(6, 50), 10, 6);
   auto reply = request<ReserveReply>(bm, req);
   BOOST_TEST(reply.admitted.size() == 2u);
   BOOST_TEST(reply.tables.size() == 2u);
@@ -56,11 +56,11 @@ BOOST_AUTO_TEST_CASE(serves_one_step_reservation_with_tables_and_stats) {
 
 BOOST_AUTO_TEST_CASE(answers_no_room_and_keeps_serving_after_frees) {
   ReserveRequest big;
-  big.grow.push_back({1, true, tokens(30), 30, 30});  // 8 blocks: all of them
+  big.add_growth(1, true, tokens(30), 30, 30);  // 8 blocks: all of them
   BOOST_TEST(request<ReserveReply>(bm, big).admitted.size() == 1u);
   ReserveRequest more;
-  more.grow.push_back({2, true, tokens(3), 3, 3});
-  more.grow.push_back({1, false, {30, 31, 32}, 0, 33});  // needs a 9th block
+  more.add_growth(2, true, tokens(3), 3, 3);
+  more.add_growth(1, false, {30, 31, 32}, 0, 33);  // needs a 9th block
   auto r = request<ReserveReply>(bm, more);
   BOOST_TEST((r.no_room == std::vector<SeqId>{2, 1}));
   auto stats = request<KvStats>(bm, kv_free_atom::value, std::vector<SeqId>{1});
@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(answers_no_room_and_keeps_serving_after_frees) {
 
 BOOST_AUTO_TEST_CASE(swaps_out_and_in_within_reservations) {
   ReserveRequest admit;
-  admit.grow.push_back({1, true, tokens(9), 9, 9});
+  admit.add_growth(1, true, tokens(9), 9, 9);
   request<ReserveReply>(bm, admit);
   ReserveRequest out;
   out.swap_out.push_back({1});
@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(swaps_out_and_in_within_reservations) {
   BOOST_TEST(r.stats.host_used == 3u);
   ReserveRequest in;
   in.swap_in.push_back({1});
-  in.grow.push_back({1, false, {9}, 0, 10});
+  in.add_growth(1, false, {9}, 0, 10);
   r = request<ReserveReply>(bm, in);
   BOOST_TEST(r.swap_in.size() == 3u);
   BOOST_TEST(r.stats.host_used == 0u);
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(swaps_out_and_in_within_reservations) {
 
 BOOST_AUTO_TEST_CASE(forks_outside_a_step_sharing_the_parents_blocks) {
   ReserveRequest admit;
-  admit.grow.push_back({1, true, tokens(6), 6, 6});
+  admit.add_growth(1, true, tokens(6), 6, 6);
   request<ReserveReply>(bm, admit);
   auto r = request<ReserveReply>(bm, kv_fork_atom::value, SeqId{1}, SeqId{2});
   BOOST_REQUIRE(r.tables.size() == 1u);
@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(forks_outside_a_step_sharing_the_parents_blocks) {
 
 BOOST_AUTO_TEST_CASE(abort_frees_known_sequences_and_ignores_unknown_ones) {
   ReserveRequest admit;
-  admit.grow.push_back({7, true, tokens(5), 5, 5});
+  admit.add_growth(7, true, tokens(5), 5, 5);
   request<ReserveReply>(bm, admit);
   auto freed = request<std::vector<SeqId>>(bm, kv_abort_atom::value, std::vector<SeqId>{7, 8});
   BOOST_TEST(freed == std::vector<SeqId>{7});
@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(abort_frees_known_sequences_and_ignores_unknown_ones) {
 
 BOOST_AUTO_TEST_CASE(replies_an_error_to_a_protocol_violation_and_stays_alive) {
   ReserveRequest bad;
-  bad.grow.push_back({42, false, {1}, 0, 1});  // growth of a sequence never admitted
+  bad.add_growth(42, false, {1}, 0, 1);  // growth of a sequence never admitted
   bool got_error = false;
   auto pending = self->request(bm, caf::infinite, bad);
   run();  // the test coordinator runs the actor only when asked
@@ -127,11 +127,13 @@ BOOST_AUTO_TEST_CASE(messages_survive_serialization_for_the_network) {
   ReserveRequest req;
   req.swap_out.push_back({3, 4});
   req.forks.push_back({3, 5});
-  req.grow.push_back({9, true, tokens(3), 12, 3});
+  req.add_growth(9, true, tokens(3), 12, 3);
   auto back = roundtrip(req);
   BOOST_TEST(back.swap_out == req.swap_out);
   BOOST_TEST(back.forks.at(0).child == 5u);
-  BOOST_TEST(back.grow.at(0).tokens == req.grow.at(0).tokens);
+  BOOST_TEST(back.tokens == req.tokens);
+  BOOST_TEST((back.tokens_of(back.grow.at(0)).size() == 3u));
+  BOOST_TEST(back.grow.at(0).num_tokens == 3u);
   BOOST_TEST(back.grow.at(0).max_total_tokens == 12u);
   ReserveReply rep;
   rep.tables.push_back({9, 1, {4, 5}});

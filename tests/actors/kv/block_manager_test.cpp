@@ -275,9 +275,9 @@ BOOST_AUTO_TEST_SUITE(reservation)
 BOOST_AUTO_TEST_CASE(serves_what_fits_in_order_and_names_the_rest) {
   BlockManager bm(opts(4));
   ReserveRequest req;
-  req.grow.push_back({1, true, iota_tokens(8), 8, 8});
-  req.grow.push_back({2, true, iota_tokens(12, 100), 12, 12});  // 3 blocks: only 2 left
-  req.grow.push_back({3, true, iota_tokens(4, 200), 4, 4});
+  req.add_growth(1, true, iota_tokens(8), 8, 8);
+  req.add_growth(2, true, iota_tokens(12, 100), 12, 12);  // 3 blocks: only 2 left
+  req.add_growth(3, true, iota_tokens(4, 200), 4, 4);
   auto r = apply_reservation(bm, req);
   BOOST_TEST(r.admitted.size() == 2u);
   BOOST_TEST(r.no_room == std::vector<SeqId>{2});
@@ -293,7 +293,7 @@ BOOST_AUTO_TEST_CASE(applies_frees_before_growth_so_their_blocks_serve_the_same_
   bm.allocate(1, iota_tokens(8), 8);
   ReserveRequest req;
   req.free = {1, 99};  // 99 is unknown: ignored
-  req.grow.push_back({2, true, iota_tokens(8, 50), 8, 8});
+  req.add_growth(2, true, iota_tokens(8, 50), 8, 8);
   auto r = apply_reservation(bm, req);
   BOOST_TEST(r.no_room.empty());
   BOOST_TEST(!bm.contains(1));
@@ -305,7 +305,7 @@ BOOST_AUTO_TEST_CASE(reports_the_changed_tail_of_a_table_and_the_copy_on_write) 
   bm.allocate(1, iota_tokens(6), 6);
   ReserveRequest req;
   req.forks.push_back({1, 2});
-  req.grow.push_back({2, false, {77}, 0, 7});
+  req.add_growth(2, false, {77}, 0, 7);
   auto r = apply_reservation(bm, req);
   BOOST_REQUIRE(r.copies.size() == 1u);
   BOOST_REQUIRE(r.tables.size() == 2u);       // the child's full table, then its changed tail
