@@ -191,6 +191,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       const Seq parent = r->seqs[0];  // a copy: push_back below moves the vector
       for (std::uint32_t j = 1; j < w.num_samples; ++j) {
         Seq child = parent;
+        child.tokens.reserve(r->spec.prompt.size() + r->spec.max_tokens);  // as submit() does
         child.id = next_seq_++;
         child.sample = j;
         child.allocated = false;  // until the fork is applied

@@ -53,18 +53,26 @@ std::string seconds_text(Time ns) {
 
 // One message per sink per step, however many of its requests produced tokens. `error` goes
 // with the batches when some of the finishes are FinishReason::error.
-void deliver(self_ptr self, const StepEvents& ev, const std::string& error = {}) {
+void deliver(self_ptr self, StepEvents ev, const std::string& error = {}) {
   auto& sinks = self->state.sinks;
   std::unordered_map<caf::abstract_actor*, std::pair<token_sink, SinkBatch>> out;
+  // Consecutive events often share a sink (one client's requests, a benchmark's one sink):
+  // the last one found is tried first.
+  caf::abstract_actor* last = nullptr;
+  SinkBatch* last_batch = nullptr;
   auto batch_of = [&](RequestId id) -> SinkBatch* {
     auto it = sinks.find(id);
     if (it == sinks.end()) return nullptr;
-    auto& slot = out[caf::actor_cast<caf::abstract_actor*>(it->second)];
+    auto* ptr = caf::actor_cast<caf::abstract_actor*>(it->second);
+    if (ptr == last) return last_batch;
+    auto& slot = out[ptr];
     if (!slot.first) slot.first = it->second;
-    return &slot.second;
+    last = ptr;
+    last_batch = &slot.second;
+    return last_batch;
   };
-  for (const auto& t : ev.tokens)
-    if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(t);
+  for (auto& t : ev.tokens)
+    if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(std::move(t));
   for (const auto& f : ev.finished)
     if (SinkBatch* b = batch_of(f.request)) {
       b->finished.push_back(f);
@@ -121,9 +129,9 @@ void fail_engine(self_ptr self, const std::string& why) {
 void finish_step(self_ptr self, const shard::StepResult& result) {
   auto& st = self->state;
   st.phase = Phase::idle;
-  const auto events = st.policy->on_executed(result, now(self));
+  auto events = st.policy->on_executed(result, now(self));
   ++st.steps;
-  deliver(self, events);
+  deliver(self, std::move(events));
   iterate(self);
 }
 

@@ -278,6 +278,8 @@ std::optional<kv::ReserveRequest> Scheduler::plan(Time now) {
   current_.start = now;
   kv::ReserveRequest req;
   req.free = take_pending_frees();
+  req.grow.reserve(running_.size() + waiting_.size());
+  req.tokens.reserve(opt_.max_num_batched_tokens);  // one allocation, not one per doubling
   Budget b{opt_.max_num_batched_tokens, opt_.max_num_seqs, kv_available_,
            static_cast<std::uint32_t>(opt_.watermark * opt_.num_device_blocks)};
   if (opt_.batching == config::Batching::dynamic) {  // only batch_size and KV limit a batch
