@@ -21,7 +21,9 @@ struct CpuBackend {
   model::Architecture arch;
   engine::KvCapacity capacity;
   std::size_t block_bytes = 0;         // one KV block on one rank
-  std::size_t weight_bytes = 0;        // all ranks together, as float
+  std::size_t weight_bytes = 0;        // all ranks together, as held (stored type or float)
+  std::int32_t threads_per_rank = 1;   // each rank's thread pool (1 with model.weights = "f32":
+                                       // OpenBLAS threads the GEMMs then, as before)
   engine::ShardFactory factory;        // each rank's actor, once
 };
 

@@ -1,0 +1,96 @@
+#include "kernels/cpu/thread_pool.hpp"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ACTORLM_PAUSE() _mm_pause()
+#else
+#define ACTORLM_PAUSE() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace actorlm::kernels::cpu {
+
+namespace {
+
+// Pause-loop iterations before sleeping: a few microseconds (a pause is 10-140 cycles depending
+// on the core), about the gap between two GEMMs of one decode step.
+constexpr int spin_iterations = 2000;
+
+template <class Ready>
+bool spin_until(Ready ready) {
+  for (int i = 0; i < spin_iterations; ++i) {
+    if (ready()) return true;
+    ACTORLM_PAUSE();
+  }
+  return ready();
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(std::int32_t threads) {
+  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t threads, std::int32_t t,
+                       std::int64_t& begin, std::int64_t& end) {
+  const std::int64_t units = (n + grain - 1) / grain;
+  begin = std::min(n, units * t / threads * grain);
+  end = t + 1 == threads ? n : std::min(n, units * (t + 1) / threads * grain);
+}
+
+void ThreadPool::run_range(const Task& t, std::int32_t index) const {
+  std::int64_t b = 0, e = 0;
+  split(t.n, t.grain, size(), index, b, e);
+  if (b < e) t.call(t.fn, b, e);
+}
+
+void ThreadPool::run(const Task& t) {
+  if (workers_.empty() || t.n <= t.grain) {
+    if (t.n > 0) t.call(t.fn, 0, t.n);
+    return;
+  }
+  task_ = t;
+  pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
+  {
+    // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
+    std::lock_guard lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_range(t, 0);
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+}
+
+void ThreadPool::worker(std::int32_t index) {
+  std::uint64_t seen = 0;
+  for (;;) {
+    const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(changed)) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, changed);
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    run_range(task_, index);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mutex_);  // the caller may be between its check and its sleep
+      done_.notify_one();
+    }
+  }
+}
+
+}  // namespace actorlm::kernels::cpu

@@ -1,0 +1,63 @@
+#pragma once
+// A persistent pool of threads for the cpu kernels of one shard: `size()` threads in all, the
+// caller being one of them. parallel_for splits [0, n) into size() contiguous ranges (whole
+// multiples of `grain`, the last range taking the rest), runs range 0 on the calling thread and
+// the others on the workers, and returns when all have finished.
+//
+// Contracts:
+// - The split depends only on n, grain and size(): a kernel whose per-element arithmetic does not
+//   depend on its range gives the same bits whatever the pool's size.
+// - Waiting workers spin for a few microseconds (a pause loop, no sched_yield), then sleep on a
+//   condition variable; an idle pool costs no cpu.
+// - One caller at a time (a shard's forward); `fn` must not throw (it runs on worker threads).
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace actorlm::kernels::cpu {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(std::int32_t threads = 1);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  std::int32_t size() const { return static_cast<std::int32_t>(workers_.size()) + 1; }
+
+  // fn(begin, end) for each thread's range of [0, n).
+  template <class Fn>
+  void parallel_for(std::int64_t n, std::int64_t grain, Fn&& fn) {
+    Task t{[](const void* f, std::int64_t b, std::int64_t e) { (*static_cast<const Fn*>(f))(b, e); }, &fn, n,
+           grain < 1 ? 1 : grain};
+    run(t);
+  }
+
+  // Thread t's range of [0, n) in a pool of `threads` (exposed for tests).
+  static void split(std::int64_t n, std::int64_t grain, std::int32_t threads, std::int32_t t,
+                    std::int64_t& begin, std::int64_t& end);
+
+ private:
+  struct Task {
+    void (*call)(const void*, std::int64_t, std::int64_t) = nullptr;
+    const void* fn = nullptr;
+    std::int64_t n = 0, grain = 1;
+  };
+  void run(const Task& t);
+  void worker(std::int32_t index);
+  void run_range(const Task& t, std::int32_t index) const;
+
+  std::vector<std::thread> workers_;
+  Task task_;
+  std::atomic<std::uint64_t> generation_{0};  // bumped for each task; workers wait for a change
+  std::atomic<std::int32_t> pending_{0};      // workers still running the current task
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+};
+
+}  // namespace actorlm::kernels::cpu
