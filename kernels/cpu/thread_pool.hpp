@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace actorlm::kernels::cpu {
@@ -32,7 +33,8 @@ class ThreadPool {
   // fn(begin, end) for each thread's range of [0, n).
   template <class Fn>
   void parallel_for(std::int64_t n, std::int64_t grain, Fn&& fn) {
-    Task t{[](const void* f, std::int64_t b, std::int64_t e) { (*static_cast<const Fn*>(f))(b, e); }, &fn, n,
+    using F = std::remove_reference_t<Fn>;
+    Task t{[](const void* f, std::int64_t b, std::int64_t e) { (*static_cast<const F*>(f))(b, e); }, &fn, n,
            grain < 1 ? 1 : grain};
     run(t);
   }

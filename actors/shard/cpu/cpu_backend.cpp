@@ -80,6 +80,17 @@ std::string resolve_model_path(const config::Config& cfg) {
                            "or set model.path");
 }
 
+std::int32_t configure_cpu_threads(const config::Config& cfg) {
+  // With stored weights each rank's pool splits the GEMMs by output rows and OpenBLAS (F32
+  // matrices, attention) runs one thread inside each range, so the two never compete for cores;
+  // with f32 weights (the earlier path) OpenBLAS threads each GEMM itself.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int per_rank = std::max(1, cores / static_cast<int>(cfg.engine.tensor_parallel_degree));
+  const bool stored = cfg.model.weights == config::CpuWeights::stored;
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(stored ? 1 : per_rank);
+  return stored ? per_rank : 1;
+}
+
 CpuBackend load_cpu_backend(const config::Config& cfg) {
   CpuBackend b;
   b.model_path = resolve_model_path(cfg);
@@ -115,15 +126,9 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
     spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
                  b.arch.max_context);
 
-  // Threads: the cores shared among the ranks. With stored weights each rank's pool splits the
-  // GEMMs by output rows and OpenBLAS (F32 matrices only) runs one thread inside each range; with
-  // f32 weights (the earlier path) OpenBLAS threads each GEMM itself. OPENBLAS_NUM_THREADS, when
-  // set, is left to OpenBLAS.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool stored = cfg.model.weights == config::CpuWeights::stored;
   const auto storage = stored ? kernels::cpu::WeightStorage::stored : kernels::cpu::WeightStorage::f32;
-  b.threads_per_rank = stored ? std::max(1, cores / world) : 1;
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(stored ? 1 : std::max(1, cores / world));
+  b.threads_per_rank = configure_cpu_threads(cfg);
 
   auto collectives = join_group(world);
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();

@@ -32,6 +32,11 @@ struct CpuBackend {
 // where it looked and how to fetch the default model.
 std::string resolve_model_path(const config::Config& cfg);
 
+// The threads of each rank's pool for cfg (the cores shared among the ranks with stored weights;
+// 1 with model.weights = "f32", where OpenBLAS threads the GEMMs as before), and OpenBLAS's own
+// thread count set to match unless OPENBLAS_NUM_THREADS is set.
+std::int32_t configure_cpu_threads(const config::Config& cfg);
+
 // Throws model::ModelFileError for a bad checkpoint and std::invalid_argument for a
 // configuration the model cannot be served with (tensor parallel degree, cache too small).
 CpuBackend load_cpu_backend(const config::Config& cfg);

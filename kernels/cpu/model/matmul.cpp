@@ -2,6 +2,8 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <span>
 #include <stdexcept>
 
 namespace actorlm::kernels::cpu {
@@ -11,21 +13,41 @@ namespace {
 // Rows per unit of the split: a few cache lines of output per thread, whole tiles of weights.
 constexpr std::int64_t row_grain = 16;
 
-void sgemm_rows(const MatmulParams& p, std::int64_t begin, std::int64_t end) {
-  const std::int64_t k = p.w->cols, n = p.w->rows;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(p.m),
-              static_cast<blasint>(end - begin), static_cast<blasint>(k), 1.0f, p.x, static_cast<blasint>(k),
-              p.w->f32() + begin * k, static_cast<blasint>(k), 0.0f, p.y + begin, static_cast<blasint>(n));
+// y[:, begin:end] = x . w[begin:end]^T for float rows w (row stride k).
+void sgemm(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t begin,
+           std::int64_t end, float* y, std::int64_t ldy) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(end - begin),
+              static_cast<blasint>(k), 1.0f, x, static_cast<blasint>(k), w, static_cast<blasint>(k), 0.0f, y + begin,
+              static_cast<blasint>(ldy));
+}
+
+// Rows [begin, end) of a stored matrix, dequantized a panel at a time (one that fits in L2:
+// 256 KiB of floats) and multiplied by OpenBLAS: for many activation rows, where the kernels'
+// per-block work would cost more than dequantizing once and running a float GEMM.
+void panel_rows(const float* x, std::int64_t m, const WeightMatrix& w, std::int64_t begin,
+                std::int64_t end, float* y) {
+  thread_local std::vector<float> panel;
+  const std::int64_t k = w.cols, rows = std::max<std::int64_t>(8, 65536 / k);
+  panel.resize(static_cast<std::size_t>(rows * k));
+  for (std::int64_t r0 = begin; r0 < end; r0 += rows) {
+    const std::int64_t r1 = std::min(end, r0 + rows);
+    for (std::int64_t r = r0; r < r1; ++r)
+      w.dequantize_row(r, std::span<float>(panel.data() + (r - r0) * k, static_cast<std::size_t>(k)));
+    sgemm(x, m, k, panel.data(), r0, r1, y, w.rows);
+  }
 }
 
 }  // namespace
 
-void matmul(const MatmulParams& p, ThreadPool& pool, std::vector<Q16Block>& xq) {
+void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
+  std::vector<Q16Block>& xq = scratch.xq;
   const WeightMatrix& w = *p.w;
   if (p.m == 0 || w.rows == 0) return;
+  const std::int64_t k = w.cols;
   if (w.dtype == model::DType::f32) {
-    if (pool.size() == 1) sgemm_rows(p, 0, w.rows);
-    else pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { sgemm_rows(p, b, e); });
+    const auto rows = [&](std::int64_t b, std::int64_t e) { sgemm(p.x, p.m, k, w.f32() + b * k, b, e, p.y, w.rows); };
+    if (pool.size() == 1) rows(0, w.rows);
+    else pool.parallel_for(w.rows, row_grain, rows);
     return;
   }
   const DotKernels& kernels = best_kernels();
@@ -42,6 +64,20 @@ void matmul(const MatmulParams& p, ThreadPool& pool, std::vector<Q16Block>& xq) 
       for (std::int64_t i = b; i < e; ++i) kernels.quantize(p.x + i * w.cols, w.cols, xq.data() + i * nb);
     });
     d.xq = xq.data();
+  }
+  if (p.m >= p.panel_min_rows) {
+    // The float GEMM multiplies the same activations as the kernels: for integer weights the
+    // 16-bit codes times their scales, so a row's logits barely depend on which path it took.
+    const float* x = p.x;
+    if (is_integer_type(w.dtype)) {
+      scratch.xf.resize(static_cast<std::size_t>(p.m * k));
+      for (std::int64_t b = 0; b < p.m * (k / act_block); ++b)
+        for (std::int64_t j = 0; j < act_block; ++j)
+          scratch.xf[static_cast<std::size_t>(b * act_block + j)] = static_cast<float>(xq[static_cast<std::size_t>(b)].q[j]) * xq[static_cast<std::size_t>(b)].d;
+      x = scratch.xf.data();
+    }
+    pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(x, p.m, w, b, e, p.y); });
+    return;
   }
   const DotKernel kernel = kernels.for_type(w.dtype);
   if (kernel == nullptr) throw std::logic_error("matmul: no kernel for weights of this type");

@@ -22,7 +22,7 @@ void Transformer::reduce(float* data, std::int64_t n) {
 }
 
 void Transformer::matmul(const float* x, const WeightMatrix& w, float* y) {
-  cpu::matmul({x, tokens_, &w, y}, pool_, xq_);
+  cpu::matmul({x, tokens_, &w, y}, pool_, matmul_scratch_);
 }
 
 void Transformer::norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out) {
@@ -100,7 +100,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
   if (s.family == Family::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
   else layer_norm(last.data(), rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, last.data());
   logits.resize(static_cast<std::size_t>(rows * s.vocab));
-  cpu::matmul({last.data(), rows, &w_.output_matrix(), logits.data()}, pool_, xq_);
+  cpu::matmul({last.data(), rows, &w_.output_matrix(), logits.data()}, pool_, matmul_scratch_);
 }
 
 void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs,
@@ -127,7 +127,7 @@ void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq
     write_kv(kp, vp, q.block_table, q.first_position, n, base + q_heads * hd,
              base + (q_heads + kv_heads) * hd, qkv_width);
     paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width,
-                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, scratch_);
+                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, &pool_);
     row += n;
   }
   matmul(attn_.data(), l.wo, out);

@@ -52,13 +52,12 @@ class Transformer {
   const ModelWeights& w_;
   AllReduce all_reduce_;
   ThreadPool pool_;
-  std::vector<Q16Block> xq_;  // the current GEMM's quantized activations
+  MatmulScratch matmul_scratch_;
   std::int64_t tokens_ = 0;  // rows of the current batch
   std::vector<std::int32_t> positions_;
   // Activations, [tokens_, ...]
   std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
   std::vector<float> last_;  // [logit rows, hidden]: the rows whose logits are computed
-  AttentionScratch scratch_;
 };
 
 }  // namespace actorlm::kernels::cpu

@@ -8,9 +8,6 @@
 
 namespace actorlm::kernels::cpu {
 
-std::size_t WeightMatrix::row_bytes() const {
-  return static_cast<std::size_t>(model::storage_bytes(dtype, cols).value_or(0));
-}
 
 void WeightMatrix::dequantize_row(std::int64_t r, std::span<float> out) const {
   model::dequantize(dtype, row(r), out.first(static_cast<std::size_t>(cols)));

@@ -22,7 +22,18 @@ struct WeightMatrix {
   std::int64_t rows = 0, cols = 0;
   std::vector<std::byte> data;  // [rows, row_bytes()]
 
-  std::size_t row_bytes() const;
+  std::size_t row_bytes() const {  // storage_bytes(dtype, cols), inline: kernels ask per row
+    const auto c = static_cast<std::size_t>(cols);
+    switch (dtype) {
+      case model::DType::f32: return c * 4;
+      case model::DType::f16:
+      case model::DType::bf16: return c * 2;
+      case model::DType::q8_0: return c / 32 * 34;
+      case model::DType::q4_0: return c / 32 * 18;
+      case model::DType::q4_1: return c / 32 * 20;
+    }
+    return 0;
+  }
   const std::byte* row(std::int64_t r) const { return data.data() + static_cast<std::size_t>(r) * row_bytes(); }
   const float* f32() const { return reinterpret_cast<const float*>(data.data()); }  // dtype f32 only
   std::int64_t size() const { return rows * cols; }  // elements

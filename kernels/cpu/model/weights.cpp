@@ -103,6 +103,12 @@ std::size_t ModelWeights::bytes() const {
   return n + floats * sizeof(float);
 }
 
+std::size_t ModelWeights::matrix_bytes_per_step() const {
+  std::size_t n = rank == 0 ? output_matrix().bytes() : 0;  // logits on rank 0 only
+  for (const auto& l : layers) n += l.wqkv.bytes() + l.wo.bytes() + l.w_up.bytes() + l.w_down.bytes();
+  return n;
+}
+
 ModelWeights load_weights(const model::TensorSource& src, const model::Architecture& s, std::int32_t rank,
                           std::int32_t world, WeightStorage storage) {
   if (world < 1 || rank < 0 || rank >= world)

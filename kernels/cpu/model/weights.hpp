@@ -40,6 +40,9 @@ struct ModelWeights {
 
   const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
   std::size_t bytes() const;    // as held in memory
+  // What one decode step reads of the weights: every layer matrix and the output projection
+  // once (the embedding rows looked up, norms and biases are not counted).
+  std::size_t matrix_bytes_per_step() const;
 };
 
 // Loads this rank's share of `arch` (model::read_architecture(source), possibly altered by a

@@ -203,7 +203,7 @@ BOOST_AUTO_TEST_CASE(matmul_splits_rows_over_the_pool_without_changing_a_bit) {
     const auto w = random_matrix(t, n, k, rng);
     const auto x = random_activations(m, k, rng);
     std::vector<float> one(static_cast<std::size_t>(m * n)), three(one.size());
-    std::vector<Q16Block> scratch;
+    MatmulScratch scratch;
     ThreadPool p1(1), p3(3);
     matmul({x.data(), m, &w, one.data()}, p1, scratch);
     matmul({x.data(), m, &w, three.data()}, p3, scratch);
@@ -211,6 +211,29 @@ BOOST_AUTO_TEST_CASE(matmul_splits_rows_over_the_pool_without_changing_a_bit) {
       for (std::size_t i = 0; i < one.size(); ++i) BOOST_TEST(std::abs(one[i] - three[i]) < 1e-4f);
     } else {
       BOOST_TEST(one == three, boost::test_tools::per_element());
+    }
+  }
+}
+
+// Many rows go through dequantized panels and sgemm instead of the kernels; for integer types on
+// the same 16-bit activations (codes times scales), so the paths differ by float rounding only.
+BOOST_DATA_TEST_CASE(the_sgemm_panel_path_agrees_with_the_kernels, boost::unit_test::data::make(kernel_types), type) {
+  std::mt19937 rng(11);
+  const std::int64_t k = 576, n = 70, m = 9;
+  const auto w = random_matrix(type, n, k, rng);
+  const auto x = random_activations(m, k, rng);
+  std::vector<float> kernels(static_cast<std::size_t>(m * n)), panels(kernels.size());
+  MatmulScratch scratch;
+  ThreadPool pool(2);
+  matmul({x.data(), m, &w, kernels.data(), m + 1}, pool, scratch);
+  matmul({x.data(), m, &w, panels.data(), 1}, pool, scratch);
+  std::vector<float> row(static_cast<std::size_t>(k));
+  for (std::int64_t r = 0; r < n; ++r) {
+    w.dequantize_row(r, row);
+    for (std::int64_t i = 0; i < m; ++i) {
+      double mag = 0;
+      for (std::int64_t j = 0; j < k; ++j) mag += std::abs(double(row[j]) * x[i * k + j]);
+      BOOST_TEST(std::abs(double(kernels[i * n + r]) - panels[i * n + r]) <= 1e-5 * mag, "row " << r << " x " << i);
     }
   }
 }

@@ -152,10 +152,9 @@ BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers,
 
 BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
                      boost::unit_test::data::make({1u, 3u, 5u, 8u}), chunk) {
-  // Float weights: attention's BLAS calls round differently for other shapes, 1e-4. Q4_1 weights
-  // as stored (16-bit activations, quant_dot.hpp): such a difference (about 5e-6) can move an
-  // activation across a rounding boundary of its 16-bit code, one step of max|x| / 32767 in its
-  // block; measured 4.7e-4 on the logits, bound 2e-3.
+  // Float weights: BLAS GEMMs round differently for other shapes, 1e-4. Q4_1 weights as stored:
+  // the kernels and attention compute each row on its own (quant_dot.hpp, paged_attention.hpp),
+  // so the same bits.
   struct Model {
     const char* name;
     const char* reference;
@@ -163,7 +162,7 @@ BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
   };
   const Model models[] = {{"llama", "llama.reference.json", 1e-4},
                           {"falcon-40b-style", "falcon-40b-style.reference.json", 1e-4},
-                          {"llama-q4_1.gguf", "llama-q4_1.reference.json", 2e-3}};
+                          {"llama-q4_1.gguf", "llama-q4_1.reference.json", 0.0}};
   for (const auto& [name, reference, tolerance] : models) {
     auto m = actorlm::testing::load_model(name);
     const auto ref = actorlm::testing::load_reference(reference);
@@ -175,7 +174,7 @@ BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
     double worst = 0;
     for (std::size_t i = 0; i < whole.size(); ++i) worst = actorlm::testing::nan_max(worst, max_abs_diff(whole[i], chunked[i]));
     BOOST_TEST_MESSAGE(name << " chunk " << chunk << ": max diff " << worst);
-    BOOST_TEST(worst < tolerance);
+    BOOST_TEST(worst <= tolerance);
   }
 }
 
