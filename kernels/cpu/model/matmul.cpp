@@ -24,15 +24,15 @@ void sgemm(const float* x, std::int64_t m, std::int64_t k, const float* w, std::
 // Rows [begin, end) of a stored matrix, dequantized a panel at a time (one that fits in L2:
 // 256 KiB of floats) and multiplied by OpenBLAS: for many activation rows, where the kernels'
 // per-block work would cost more than dequantizing once and running a float GEMM.
-void panel_rows(const float* x, std::int64_t m, const WeightMatrix& w, std::int64_t begin,
-                std::int64_t end, float* y) {
+void panel_rows(const DotKernels& kernels, const float* x, std::int64_t m, const WeightMatrix& w,
+                std::int64_t begin, std::int64_t end, float* y) {
   thread_local std::vector<float> panel;
   const std::int64_t k = w.cols, rows = std::max<std::int64_t>(8, 65536 / k);
   panel.resize(static_cast<std::size_t>(rows * k));
   for (std::int64_t r0 = begin; r0 < end; r0 += rows) {
     const std::int64_t r1 = std::min(end, r0 + rows);
     for (std::int64_t r = r0; r < r1; ++r)
-      w.dequantize_row(r, std::span<float>(panel.data() + (r - r0) * k, static_cast<std::size_t>(k)));
+      kernels.dequantize(w.dtype, w.row(r), k, panel.data() + (r - r0) * k);
     sgemm(x, m, k, panel.data(), r0, r1, y, w.rows);
   }
 }
@@ -76,7 +76,7 @@ void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
           scratch.xf[static_cast<std::size_t>(b * act_block + j)] = static_cast<float>(xq[static_cast<std::size_t>(b)].q[j]) * xq[static_cast<std::size_t>(b)].d;
       x = scratch.xf.data();
     }
-    pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(x, p.m, w, b, e, p.y); });
+    pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(kernels, x, p.m, w, b, e, p.y); });
     return;
   }
   const DotKernel kernel = kernels.for_type(w.dtype);

@@ -18,9 +18,9 @@
 namespace actorlm::kernels::cpu {
 
 // Where dequantized panels and sgemm overtake the kernels, measured on SmolLM2 Q4_1 on 2 Zen 3
-// cores (all of a step's GEMMs, tokens/s): m = 64: kernels 335, panels 239; m = 128: 310 and
-// 300; m = 512: 260 and 372.
-constexpr std::int64_t default_panel_min_rows = 128;
+// cores (all of a step's GEMMs, tokens/s, kernels vs panels): m = 16: 308 vs 248; m = 32: 298
+// vs 339; m = 64: 336 vs 408; m = 512: 260 vs 479.
+constexpr std::int64_t default_panel_min_rows = 32;
 
 struct MatmulParams {
   const float* x = nullptr;          // [m, k]

@@ -48,10 +48,13 @@ struct DotParams {
 
 using DotKernel = void (*)(const DotParams&);
 using QuantizeKernel = void (*)(const float* x, std::int64_t k, Q16Block* out);  // k % 32 == 0
+// out[k] = the stored row `row` of type t as float, exactly as model::dequantize gives it.
+using DequantizeKernel = void (*)(model::DType t, const std::byte* row, std::int64_t k, float* out);
 
 struct DotKernels {
   const char* name = "";
   QuantizeKernel quantize = nullptr;
+  DequantizeKernel dequantize = nullptr;
   DotKernel q8_0 = nullptr, q4_0 = nullptr, q4_1 = nullptr, f16 = nullptr, bf16 = nullptr;
   // The kernel for `t` (nullptr for F32: that goes to BLAS).
   DotKernel for_type(model::DType t) const;

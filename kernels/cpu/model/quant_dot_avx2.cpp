@@ -5,6 +5,8 @@
 // so its conversion to float is exact.
 #include "kernels/cpu/model/quant_dot.hpp"
 
+#include "model/format/dequantize.hpp"
+
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 #include <immintrin.h>
@@ -238,6 +240,38 @@ void over_panels(const DotParams& p) {
   }
 }
 
+// As model::dequantize (Q4_1: q * d, then + m; two roundings, no fused multiply-add), 8 values
+// at a time for the integer types; the others go to it.
+void dequantize_row(DType t, const std::byte* row, std::int64_t k, float* out) {
+  if (t != DType::q4_0 && t != DType::q4_1 && t != DType::q8_0) {
+    model::dequantize(t, row, std::span<float>(out, static_cast<std::size_t>(k)));
+    return;
+  }
+  const std::size_t bytes = t == DType::q8_0 ? 34 : t == DType::q4_0 ? 18 : 20;
+  for (std::int64_t b = 0; b < k / act_block; ++b, row += bytes, out += act_block) {
+    const __m256 d = _mm256_set1_ps(f16(row));
+    __m256i lo, hi;
+    if (t == DType::q8_0) {
+      const auto* q = reinterpret_cast<const __m128i*>(row + 2);
+      lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
+      hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
+    } else {
+      unpack_nibbles(row + (t == DType::q4_1 ? 4 : 2), lo, hi);
+      if (t == DType::q4_0) {
+        lo = _mm256_sub_epi16(lo, _mm256_set1_epi16(8));
+        hi = _mm256_sub_epi16(hi, _mm256_set1_epi16(8));
+      }
+    }
+    const __m256i parts[4] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(lo)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(lo, 1)),
+                              _mm256_cvtepi16_epi32(_mm256_castsi256_si128(hi)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(hi, 1))};
+    for (int j = 0; j < 4; ++j) {
+      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(parts[j]), d);
+      if (t == DType::q4_1) v = _mm256_add_ps(v, _mm256_set1_ps(f16(row + 2)));
+      _mm256_storeu_ps(out + 8 * j, v);
+    }
+  }
+}
+
 template <DType T>
 void dot_integer(const DotParams& p) {
   over_panels<IntegerKernel<T>>(p);
@@ -252,7 +286,7 @@ void dot_half(const DotParams& p) {
 
 namespace detail {
 const DotKernels* avx2_kernels_if_built() {
-  static const DotKernels k{"avx2", quantize, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
+  static const DotKernels k{"avx2", quantize, dequantize_row, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
                             dot_integer<DType::q4_1>, dot_half<false>, dot_half<true>};
   return &k;
 }

@@ -76,6 +76,10 @@ struct Block<DType::q4_1> {
   }
 };
 
+void dequantize_row(DType t, const std::byte* row, std::int64_t k, float* out) {
+  model::dequantize(t, row, std::span<float>(out, static_cast<std::size_t>(k)));
+}
+
 template <DType T>
 void dot_integer(const DotParams& p) {
   const std::int64_t nb = p.w->cols / act_block;
@@ -136,7 +140,7 @@ bool is_integer_type(model::DType t) {
 }
 
 const DotKernels& scalar_kernels() {
-  static const DotKernels k{"scalar", quantize, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
+  static const DotKernels k{"scalar", quantize, dequantize_row, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
                             dot_integer<DType::q4_1>, dot_half<model::f16_to_f32>, dot_half<model::bf16_to_f32>};
   return k;
 }

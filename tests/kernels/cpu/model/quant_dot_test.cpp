@@ -123,6 +123,20 @@ BOOST_AUTO_TEST_CASE(avx2_quantization_gives_the_same_blocks_as_the_scalar_one) 
   }
 }
 
+BOOST_DATA_TEST_CASE(avx2_dequantization_gives_the_same_floats_as_the_format_reader,
+                     boost::unit_test::data::make(kernel_types), type) {
+  const DotKernels* avx2 = avx2_kernels();
+  if (avx2 == nullptr) return;
+  std::mt19937 rng(5);
+  const auto w = random_matrix(type, 3, 576, rng);
+  std::vector<float> a(576), b(576);
+  for (std::int64_t r = 0; r < w.rows; ++r) {
+    w.dequantize_row(r, a);
+    avx2->dequantize(w.dtype, w.row(r), w.cols, b.data());
+    BOOST_TEST(a == b, boost::test_tools::per_element());
+  }
+}
+
 // The AVX2 kernels add in another order than the scalar ones; integer sums are exact, so the
 // difference is float rounding: a few ulps of the sum of |terms|, bounded here by 1e-5 of it.
 BOOST_DATA_TEST_CASE(avx2_kernels_agree_with_the_scalar_ones,
