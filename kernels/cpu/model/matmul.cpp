@@ -12,6 +12,9 @@ namespace {
 
 // Rows per unit of the split: a few cache lines of output per thread, whole tiles of weights.
 constexpr std::int64_t row_grain = 16;
+// Matrices up to this many weights are dequantized whole for many activation rows (16 MiB of
+// floats: every layer matrix of a small model; not a 49k-token vocabulary's output matrix).
+constexpr std::int64_t whole_matrix_floats = std::int64_t{1} << 22;
 
 // y[:, begin:end] = x . w[begin:end]^T for float rows w (row stride k).
 void sgemm(const float* x, std::int64_t m, std::int64_t k, const float* w, std::int64_t begin,
@@ -22,8 +25,7 @@ void sgemm(const float* x, std::int64_t m, std::int64_t k, const float* w, std::
 }
 
 // Rows [begin, end) of a stored matrix, dequantized a panel at a time (one that fits in L2:
-// 256 KiB of floats) and multiplied by OpenBLAS: for many activation rows, where the kernels'
-// per-block work would cost more than dequantizing once and running a float GEMM.
+// 256 KiB of floats) and multiplied by OpenBLAS: for a matrix too large to dequantize whole.
 void panel_rows(const DotKernels& kernels, const float* x, std::int64_t m, const WeightMatrix& w,
                 std::int64_t begin, std::int64_t end, float* y) {
   thread_local std::vector<float> panel;
@@ -76,7 +78,20 @@ void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
           scratch.xf[static_cast<std::size_t>(b * act_block + j)] = static_cast<float>(xq[static_cast<std::size_t>(b)].q[j]) * xq[static_cast<std::size_t>(b)].d;
       x = scratch.xf.data();
     }
-    pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(kernels, x, p.m, w, b, e, p.y); });
+    if (w.rows * k <= whole_matrix_floats) {
+      // The whole matrix dequantized once (on the pool), then each thread multiplies its share
+      // of the activation rows by all of it: one large sgemm per thread, as OpenBLAS would
+      // split it itself, and the float matrix stays in the last-level cache.
+      scratch.wf.resize(static_cast<std::size_t>(w.rows * k));
+      pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t r = b; r < e; ++r) kernels.dequantize(w.dtype, w.row(r), k, scratch.wf.data() + r * k);
+      });
+      pool.parallel_for(p.m, 4, [&](std::int64_t b, std::int64_t e) {
+        sgemm(x + b * k, e - b, k, scratch.wf.data(), 0, w.rows, p.y + b * w.rows, w.rows);
+      });
+    } else {
+      pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(kernels, x, p.m, w, b, e, p.y); });
+    }
     return;
   }
   const DotKernel kernel = kernels.for_type(w.dtype);

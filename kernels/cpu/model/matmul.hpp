@@ -6,9 +6,10 @@
 // - other types, fewer than panel_min_rows activation rows (decode): quant_dot.hpp's kernels
 //   (integer types on activations quantized to 16-bit blocks once per call), chosen by CPU
 //   features;
-// - other types, more rows (prefill, large batches): each thread dequantizes panels of its rows
-//   and runs OpenBLAS sgemm on them; integer types multiply the same 16-bit activations (codes
-//   times scales, in float), so the two paths differ by float rounding only.
+// - other types, more rows (prefill, large batches): the matrix dequantized whole on the pool
+//   (panels of each thread's rows for matrices over 2^22 weights) and OpenBLAS sgemm on it, each
+//   thread taking a share of the activation rows; integer types multiply the same 16-bit
+//   activations (codes times scales, in float), so the two paths differ by float rounding only.
 
 #include "kernels/cpu/model/quant_dot.hpp"
 #include "kernels/cpu/thread_pool.hpp"
@@ -33,6 +34,7 @@ struct MatmulParams {
 struct MatmulScratch {
   std::vector<Q16Block> xq;  // [m, k / 32]: the activations' 16-bit blocks
   std::vector<float> xf;     // [m, k]: the same as floats, for the sgemm path
+  std::vector<float> wf;     // [n, k]: the weights as floats, for the sgemm path
 };
 
 void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch);
