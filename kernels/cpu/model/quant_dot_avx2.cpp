@@ -116,7 +116,11 @@ struct Format<DType::q4_1> {
   static constexpr std::size_t bytes = 20;
   static constexpr bool has_min = true;
   static Decoded load(const std::byte* b) {
-    Decoded w{{}, {}, f16(b), f16(b + 2)};
+    // Scale and minimum, adjacent f16s, converted by one instruction.
+    std::uint32_t dm;
+    std::memcpy(&dm, b, sizeof dm);
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
+    Decoded w{{}, {}, _mm_cvtss_f32(f), _mm_cvtss_f32(_mm_movehdup_ps(f))};
     unpack_nibbles(b + 4, w.lo, w.hi);
     return w;
   }
