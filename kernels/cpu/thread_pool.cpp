@@ -29,7 +29,7 @@ bool spin_until(Ready ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(std::int32_t threads) {
-  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -42,17 +42,21 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t threads, std::int32_t t,
+void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t ranges, std::int32_t t,
                        std::int64_t& begin, std::int64_t& end) {
   const std::int64_t units = (n + grain - 1) / grain;
-  begin = std::min(n, units * t / threads * grain);
-  end = t + 1 == threads ? n : std::min(n, units * (t + 1) / threads * grain);
+  begin = std::min(n, units * t / ranges * grain);
+  end = t + 1 == ranges ? n : std::min(n, units * (t + 1) / ranges * grain);
 }
 
-void ThreadPool::run_range(const Task& t, std::int32_t index) const {
-  std::int64_t b = 0, e = 0;
-  split(t.n, t.grain, size(), index, b, e);
-  if (b < e) t.call(t.fn, b, e);
+void ThreadPool::run_ranges(const Task& t) {
+  const std::int32_t ranges = size() * chunks_per_thread;
+  for (std::int32_t i = next_range_.fetch_add(1, std::memory_order_relaxed); i < ranges;
+       i = next_range_.fetch_add(1, std::memory_order_relaxed)) {
+    std::int64_t b = 0, e = 0;
+    split(t.n, t.grain, ranges, i, b, e);
+    if (b < e) t.call(t.fn, b, e);
+  }
 }
 
 void ThreadPool::run(const Task& t) {
@@ -61,6 +65,7 @@ void ThreadPool::run(const Task& t) {
     return;
   }
   task_ = t;
+  next_range_.store(0, std::memory_order_relaxed);
   pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
@@ -68,14 +73,14 @@ void ThreadPool::run(const Task& t) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_range(t, 0);
+  run_ranges(t);
   if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
 }
 
-void ThreadPool::worker(std::int32_t index) {
+void ThreadPool::worker() {
   std::uint64_t seen = 0;
   for (;;) {
     const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -85,7 +90,7 @@ void ThreadPool::worker(std::int32_t index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    run_range(task_, index);
+    run_ranges(task_);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);  // the caller may be between its check and its sleep
       done_.notify_one();

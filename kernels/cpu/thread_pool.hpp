@@ -1,12 +1,14 @@
 #pragma once
 // A persistent pool of threads for the cpu kernels of one shard: `size()` threads in all, the
-// caller being one of them. parallel_for splits [0, n) into size() contiguous ranges (whole
-// multiples of `grain`, the last range taking the rest), runs range 0 on the calling thread and
-// the others on the workers, and returns when all have finished.
+// caller being one of them. parallel_for splits [0, n) into chunks_per_thread * size()
+// contiguous ranges (whole multiples of `grain`, the last taking the rest); the threads take
+// ranges in turn from a shared counter, so a thread the OS preempts (the engine's actor threads
+// share the cores) delays its own range, not the whole call. It returns when all have run.
 //
 // Contracts:
-// - The split depends only on n, grain and size(): a kernel whose per-element arithmetic does not
-//   depend on its range gives the same bits whatever the pool's size.
+// - The ranges depend only on n, grain and size() (which thread runs one does not matter): a
+//   kernel whose per-element arithmetic does not depend on its range gives the same bits
+//   whatever the pool's size or the scheduling.
 // - Waiting workers spin for a few microseconds (a pause loop, no sched_yield), then sleep on a
 //   condition variable; an idle pool costs no cpu.
 // - One caller at a time (a shard's forward); `fn` must not throw (it runs on worker threads).
@@ -39,8 +41,10 @@ class ThreadPool {
     run(t);
   }
 
-  // Thread t's range of [0, n) in a pool of `threads` (exposed for tests).
-  static void split(std::int64_t n, std::int64_t grain, std::int32_t threads, std::int32_t t,
+  static constexpr std::int32_t chunks_per_thread = 4;
+
+  // Range t of [0, n) split into `ranges` (exposed for tests).
+  static void split(std::int64_t n, std::int64_t grain, std::int32_t ranges, std::int32_t t,
                     std::int64_t& begin, std::int64_t& end);
 
  private:
@@ -50,13 +54,14 @@ class ThreadPool {
     std::int64_t n = 0, grain = 1;
   };
   void run(const Task& t);
-  void worker(std::int32_t index);
-  void run_range(const Task& t, std::int32_t index) const;
+  void worker();
+  void run_ranges(const Task& t);
 
   std::vector<std::thread> workers_;
   Task task_;
   std::atomic<std::uint64_t> generation_{0};  // bumped for each task; workers wait for a change
   std::atomic<std::int32_t> pending_{0};      // workers still running the current task
+  std::atomic<std::int32_t> next_range_{0};   // of the current task, the next one to take
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::condition_variable wake_, done_;
