@@ -50,7 +50,7 @@ void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t ranges, 
 }
 
 void ThreadPool::run_ranges(const Task& t) {
-  const std::int32_t ranges = size() * chunks_per_thread;
+  const std::int32_t ranges = size() * t.chunks;
   for (std::int32_t i = next_range_.fetch_add(1, std::memory_order_relaxed); i < ranges;
        i = next_range_.fetch_add(1, std::memory_order_relaxed)) {
     std::int64_t b = 0, e = 0;

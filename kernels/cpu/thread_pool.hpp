@@ -1,12 +1,11 @@
 #pragma once
 // A persistent pool of threads for the cpu kernels of one shard: `size()` threads in all, the
-// caller being one of them. parallel_for splits [0, n) into chunks_per_thread * size()
-// contiguous ranges (whole multiples of `grain`, the last taking the rest); the threads take
+// caller being one of them. parallel_for splits [0, n) into chunks * size() contiguous ranges (whole multiples of `grain`, the last taking the rest); the threads take
 // ranges in turn from a shared counter, so a thread the OS preempts (the engine's actor threads
 // share the cores) delays its own range, not the whole call. It returns when all have run.
 //
 // Contracts:
-// - The ranges depend only on n, grain and size() (which thread runs one does not matter): a
+// - The ranges depend only on n, grain, chunks and size() (which thread runs one does not matter): a
 //   kernel whose per-element arithmetic does not depend on its range gives the same bits
 //   whatever the pool's size or the scheduling.
 // - Waiting workers spin for a few microseconds (a pause loop, no sched_yield), then sleep on a
@@ -32,12 +31,13 @@ class ThreadPool {
 
   std::int32_t size() const { return static_cast<std::int32_t>(workers_.size()) + 1; }
 
-  // fn(begin, end) for each thread's range of [0, n).
+  // fn(begin, end) for each range of [0, n). `chunks` ranges per thread: fewer for calls whose
+  // cost per range is high (an sgemm packs its operands for each call).
   template <class Fn>
-  void parallel_for(std::int64_t n, std::int64_t grain, Fn&& fn) {
+  void parallel_for(std::int64_t n, std::int64_t grain, Fn&& fn, std::int32_t chunks = chunks_per_thread) {
     using F = std::remove_reference_t<Fn>;
     Task t{[](const void* f, std::int64_t b, std::int64_t e) { (*static_cast<const F*>(f))(b, e); }, &fn, n,
-           grain < 1 ? 1 : grain};
+           grain < 1 ? 1 : grain, chunks < 1 ? 1 : chunks};
     run(t);
   }
 
@@ -52,6 +52,7 @@ class ThreadPool {
     void (*call)(const void*, std::int64_t, std::int64_t) = nullptr;
     const void* fn = nullptr;
     std::int64_t n = 0, grain = 1;
+    std::int32_t chunks = chunks_per_thread;
   };
   void run(const Task& t);
   void worker();

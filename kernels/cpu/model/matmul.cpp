@@ -49,7 +49,7 @@ void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
   if (w.dtype == model::DType::f32) {
     const auto rows = [&](std::int64_t b, std::int64_t e) { sgemm(p.x, p.m, k, w.f32() + b * k, b, e, p.y, w.rows); };
     if (pool.size() == 1) rows(0, w.rows);
-    else pool.parallel_for(w.rows, row_grain, rows);
+    else pool.parallel_for(w.rows, row_grain, rows, 1);
     return;
   }
   const DotKernels& kernels = best_kernels();
@@ -59,25 +59,26 @@ void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
   d.x = p.x;
   d.y = p.y;
   d.ldy = w.rows;
+  const bool gemm = p.m >= p.panel_min_rows;
   if (is_integer_type(w.dtype)) {
-    const std::int64_t nb = w.cols / act_block;
+    // The float GEMM multiplies the same activations as the kernels: for integer weights the
+    // 16-bit codes times their scales, so a row's logits barely depend on which path it took.
+    const std::int64_t nb = k / act_block;
     xq.resize(static_cast<std::size_t>(p.m * nb));
+    if (gemm) scratch.xf.resize(static_cast<std::size_t>(p.m * k));
     pool.parallel_for(p.m, 1, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) kernels.quantize(p.x + i * w.cols, w.cols, xq.data() + i * nb);
+      for (std::int64_t i = b; i < e; ++i) {
+        Q16Block* blocks = xq.data() + i * nb;
+        kernels.quantize(p.x + i * k, k, blocks);
+        if (!gemm) continue;
+        float* xf = scratch.xf.data() + i * k;
+        for (std::int64_t j = 0; j < k; ++j) xf[j] = static_cast<float>(blocks[j / act_block].q[j % act_block]) * blocks[j / act_block].d;
+      }
     });
     d.xq = xq.data();
   }
-  if (p.m >= p.panel_min_rows) {
-    // The float GEMM multiplies the same activations as the kernels: for integer weights the
-    // 16-bit codes times their scales, so a row's logits barely depend on which path it took.
-    const float* x = p.x;
-    if (is_integer_type(w.dtype)) {
-      scratch.xf.resize(static_cast<std::size_t>(p.m * k));
-      for (std::int64_t b = 0; b < p.m * (k / act_block); ++b)
-        for (std::int64_t j = 0; j < act_block; ++j)
-          scratch.xf[static_cast<std::size_t>(b * act_block + j)] = static_cast<float>(xq[static_cast<std::size_t>(b)].q[j]) * xq[static_cast<std::size_t>(b)].d;
-      x = scratch.xf.data();
-    }
+  if (gemm) {
+    const float* x = is_integer_type(w.dtype) ? scratch.xf.data() : p.x;
     if (w.rows * k <= whole_matrix_floats) {
       // The whole matrix dequantized once (on the pool), then each thread multiplies its share
       // of the activation rows by all of it: one large sgemm per thread, as OpenBLAS would
@@ -88,9 +89,9 @@ void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch) {
       });
       pool.parallel_for(p.m, 4, [&](std::int64_t b, std::int64_t e) {
         sgemm(x + b * k, e - b, k, scratch.wf.data(), 0, w.rows, p.y + b * w.rows, w.rows);
-      });
+      }, 1);
     } else {
-      pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(kernels, x, p.m, w, b, e, p.y); });
+      pool.parallel_for(w.rows, row_grain, [&](std::int64_t b, std::int64_t e) { panel_rows(kernels, x, p.m, w, b, e, p.y); }, 1);
     }
     return;
   }
