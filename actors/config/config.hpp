@@ -17,6 +17,7 @@ enum class Preemption { recompute, swap, automatic };  // TOML: "recompute" | "s
 enum class SimClock { virtual_time, wall };            // TOML: "virtual" | "wall"
 enum class SimParallelism { tensor, layers };          // TOML: "tensor" | "layers"
 enum class SimFault { none, error, hang, exit };       // TOML: "none" | "error" | "hang" | "exit"
+enum class CpuWeights { stored, f32 };                 // TOML: "stored" | "f32"
 
 std::string_view to_string(Backend);
 std::string_view to_string(Batching);
@@ -24,6 +25,7 @@ std::string_view to_string(Preemption);
 std::string_view to_string(SimClock);
 std::string_view to_string(SimParallelism);
 std::string_view to_string(SimFault);
+std::string_view to_string(CpuWeights);
 
 // [server]: the HTTP daemon (actorlm serve).
 struct ServerConfig {
@@ -81,6 +83,9 @@ struct ModelConfig {
   std::string path;                            // weights file or folder (GGUF, safetensors)
   std::string preset;                          // catalogue entry for the sim backend (e.g. "falcon-40b")
   std::int64_t max_model_len = 2048;           // [1, 2^20] tokens, prompt + output
+  // cpu backend: matrices kept in the file's type ("stored": Q4_1 stays 4.5 bits a weight) or
+  // dequantized to float at load ("f32", the earlier path, kept for comparison).
+  CpuWeights weights = CpuWeights::stored;
   bool operator==(const ModelConfig&) const = default;
 };
 

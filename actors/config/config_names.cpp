@@ -38,6 +38,14 @@ std::string_view to_string(SimClock value) {
   return "?";
 }
 
+std::string_view to_string(CpuWeights value) {
+  switch (value) {
+    case CpuWeights::stored: return "stored";
+    case CpuWeights::f32: return "f32";
+  }
+  return "?";
+}
+
 std::string_view to_string(SimParallelism value) {
   switch (value) {
     case SimParallelism::tensor: return "tensor";

@@ -83,6 +83,7 @@ void read_model(TableReader& r, ModelConfig& c) {
   r.string("path", c.path);
   r.string("preset", c.preset);
   r.integer("max_model_len", c.max_model_len, {1, 1 << 20});
+  r.choice("weights", c.weights, {CpuWeights::stored, CpuWeights::f32});
 }
 
 void read_sim(TableReader& r, SimConfig& c) {

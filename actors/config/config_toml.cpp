@@ -137,6 +137,7 @@ std::string to_toml(const Config& c) {
   w.entry("path", c.model.path);
   w.entry("preset", c.model.preset);
   w.entry("max_model_len", c.model.max_model_len);
+  w.entry("weights", to_string(c.model.weights));
 
   w.section("sim");
   w.entry("hardware", c.sim.hardware);

@@ -334,4 +334,8 @@ void GgufFile::read_into(const TensorInfo& info, std::span<float> out) const {
   dequantize(info.dtype, data_ + info.offset, out);
 }
 
+std::span<const std::byte> GgufFile::stored_bytes(const TensorInfo& info) const {
+  return {data_ + info.offset, static_cast<std::size_t>(info.nbytes)};
+}
+
 }  // namespace actorlm::model

@@ -43,6 +43,7 @@ class GgufFile final : public TensorSource {
 
  protected:
   void read_into(const TensorInfo& info, std::span<float> out) const override;
+  std::span<const std::byte> stored_bytes(const TensorInfo& info) const override;
 
  private:
   GgufFile() = default;

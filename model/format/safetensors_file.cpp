@@ -187,4 +187,8 @@ void SafetensorsFile::read_into(const TensorInfo& info, std::span<float> out) co
   dequantize(info.dtype, data_ + info.offset, out);
 }
 
+std::span<const std::byte> SafetensorsFile::stored_bytes(const TensorInfo& info) const {
+  return {data_ + info.offset, static_cast<std::size_t>(info.nbytes)};
+}
+
 }  // namespace actorlm::model

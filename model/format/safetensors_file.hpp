@@ -20,9 +20,10 @@ class SafetensorsFile final : public TensorSource {
 
  protected:
   void read_into(const TensorInfo& info, std::span<float> out) const override;
+  std::span<const std::byte> stored_bytes(const TensorInfo& info) const override;
 
  private:
-  friend class SafetensorsModel;  // reads its shards' tensors through read_into
+  friend class SafetensorsModel;  // reads its shards' tensors through read_into, stored_bytes
   SafetensorsFile() = default;
   std::string path_;
   const std::byte* data_ = nullptr;
@@ -41,9 +42,11 @@ class SafetensorsModel final : public TensorSource {
 
  protected:
   void read_into(const TensorInfo& info, std::span<float> out) const override;
+  std::span<const std::byte> stored_bytes(const TensorInfo& info) const override;
 
  private:
   SafetensorsModel() = default;
+  const SafetensorsFile& shard_of(const TensorInfo& info) const;
   std::string folder_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::vector<TensorInfo> tensors_;       // all shards' tensors

@@ -95,13 +95,21 @@ SafetensorsModel::~SafetensorsModel() = default;
 
 const nlohmann::json& SafetensorsModel::config() const { return *config_; }
 
-void SafetensorsModel::read_into(const TensorInfo& info, std::span<float> out) const {
+const SafetensorsFile& SafetensorsModel::shard_of(const TensorInfo& info) const {
   // `info` is one of tensors_ (read_f32 found it there); its offset is within its own shard.
   const auto it = std::find_if(tensors_.begin(), tensors_.end(),
                                [&](const TensorInfo& t) { return &t == &info; });
   if (it == tensors_.end())
     throw ModelFileError(folder_ + ": tensor '" + info.name + "' is not mine");
-  shards_[shard_of_[static_cast<std::size_t>(it - tensors_.begin())]]->read_into(info, out);
+  return *shards_[shard_of_[static_cast<std::size_t>(it - tensors_.begin())]];
+}
+
+void SafetensorsModel::read_into(const TensorInfo& info, std::span<float> out) const {
+  shard_of(info).read_into(info, out);
+}
+
+std::span<const std::byte> SafetensorsModel::stored_bytes(const TensorInfo& info) const {
+  return shard_of(info).stored_bytes(info);
 }
 
 }  // namespace actorlm::model

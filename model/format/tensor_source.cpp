@@ -42,8 +42,8 @@ const TensorInfo* TensorSource::find(std::string_view name) const {
   return it == all.end() ? nullptr : &*it;
 }
 
-std::vector<float> TensorSource::read_f32(std::string_view name,
-                                          std::span<const std::int64_t> expected_shape) const {
+const TensorInfo& TensorSource::checked(std::string_view name,
+                                       std::span<const std::int64_t> expected_shape) const {
   const TensorInfo* info = find(name);
   if (info == nullptr) {
     throw ModelFileError(path() + ": no tensor named '" + std::string(name) + "'");
@@ -55,9 +55,21 @@ std::vector<float> TensorSource::read_f32(std::string_view name,
                          detail::shape_text(info->shape) + ", expected " +
                          detail::shape_text(expected_shape));
   }
-  std::vector<float> out(static_cast<std::size_t>(info->numel()));
-  read_into(*info, out);
+  return *info;
+}
+
+std::vector<float> TensorSource::read_f32(std::string_view name,
+                                          std::span<const std::int64_t> expected_shape) const {
+  const TensorInfo& info = checked(name, expected_shape);
+  std::vector<float> out(static_cast<std::size_t>(info.numel()));
+  read_into(info, out);
   return out;
+}
+
+TensorSource::Stored TensorSource::read_stored(std::string_view name,
+                                               std::span<const std::int64_t> expected_shape) const {
+  const TensorInfo& info = checked(name, expected_shape);
+  return {&info, stored_bytes(info)};
 }
 
 }  // namespace actorlm::model

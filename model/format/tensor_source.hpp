@@ -43,10 +43,22 @@ class TensorSource {
   // missing or its shape differs from `expected_shape` (when that is not empty).
   std::vector<float> read_f32(std::string_view name,
                               std::span<const std::int64_t> expected_shape = {}) const;
+  // The tensor's bytes as stored (dequantize.hpp's block layouts, little-endian), checked like
+  // read_f32; valid while this source lives.
+  struct Stored {
+    const TensorInfo* info = nullptr;
+    std::span<const std::byte> bytes;
+  };
+  Stored read_stored(std::string_view name, std::span<const std::int64_t> expected_shape = {}) const;
 
  protected:
   // Dequantizes `info`'s bytes into `out` (out.size() == info.numel()).
   virtual void read_into(const TensorInfo& info, std::span<float> out) const = 0;
+  // `info`'s bytes in the file (info.nbytes of them; the reader checked they lie in the file).
+  virtual std::span<const std::byte> stored_bytes(const TensorInfo& info) const = 0;
+
+ private:
+  const TensorInfo& checked(std::string_view name, std::span<const std::int64_t> expected_shape) const;
 };
 
 }  // namespace actorlm::model

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <map>
 #include <memory>
 
 namespace actorlm::tools {
@@ -66,18 +67,33 @@ int run_cpu(bench::CpuBenchOptions opt) {
   const auto r = bench::run_cpu_bench(opt);
   nlohmann::json j = {{"bench", "cpu"}, {"model", r.model}, {"requests", opt.requests},
                       {"max_tokens", opt.max_tokens}, {"prompt_tokens", r.prompt_tokens},
-                      {"tensor_parallel_degree", opt.config.engine.tensor_parallel_degree}};
-  double at32 = 0;
-  for (const auto& p : r.engine) {
-    const std::string c = std::to_string(p.concurrency);
-    j["tokens_per_s_" + c] = p.tokens_per_s;
-    j["median_ttft_s_" + c] = p.median_ttft_s;
-    if (p.concurrency == 32) at32 = p.tokens_per_s;
+                      {"tensor_parallel_degree", opt.config.engine.tensor_parallel_degree},
+                      {"read_bandwidth_gb_s", r.read_bytes_per_s / 1e9}, {"bandwidth_threads", r.threads}};
+  // The stored-weights path under the plain names, the f32 path with the suffix _f32.
+  std::map<config::CpuWeights, std::map<std::uint32_t, double>> at;
+  for (const auto& p : r.paths) {
+    const std::string suffix = p.weights == config::CpuWeights::stored ? "" : "_" + std::string(config::to_string(p.weights));
+    j["weight_bytes" + suffix] = p.weight_bytes;
+    j["weight_bytes_per_token" + suffix] = p.weight_bytes_per_token;
+    for (const auto& e : p.engine) {
+      const std::string c = std::to_string(e.concurrency);
+      j["tokens_per_s_" + c + suffix] = e.tokens_per_s;
+      j["median_ttft_s_" + c + suffix] = e.median_ttft_s;
+      at[p.weights][e.concurrency] = e.tokens_per_s;
+    }
+    if (!opt.sequential_baseline) continue;
+    j["tokens_per_s_one_at_a_time" + suffix] = p.sequential_tokens_per_s;
+    j["decode_tokens_per_s_1" + suffix] = p.decode_tokens_per_s;
+    // Weight bytes a single stream reads per second over what the memory delivers.
+    j["bandwidth_fraction_1" + suffix] = p.decode_tokens_per_s * double(p.weight_bytes_per_token) / r.read_bytes_per_s;
+    if (opt.prefill_tokens > 0) j["prefill_tokens_per_s_" + std::to_string(opt.prefill_tokens) + suffix] = p.prefill_tokens_per_s;
+    if (at[p.weights].count(32) && p.sequential_tokens_per_s > 0)
+      j["batching_speedup_32" + suffix] = at[p.weights][32] / p.sequential_tokens_per_s;
   }
-  if (opt.sequential_baseline) {
-    j["tokens_per_s_one_at_a_time"] = r.sequential_tokens_per_s;
-    if (at32 > 0 && r.sequential_tokens_per_s > 0) j["batching_speedup_32"] = at32 / r.sequential_tokens_per_s;
-  }
+  const auto& stored = at[config::CpuWeights::stored];
+  const auto& f32 = at[config::CpuWeights::f32];
+  for (const auto& [c, v] : stored)
+    if (f32.count(c) && f32.at(c) > 0) j["speedup_over_f32_" + std::to_string(c)] = v / f32.at(c);
   std::cout << j.dump() << std::endl;
   return 0;
 }
@@ -116,17 +132,23 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto cpu_config = std::make_shared<std::string>();
   auto concurrency = std::make_shared<std::vector<std::uint32_t>>(cpu_opt->concurrency);
   auto* cpu = bench->add_subcommand(
-      "cpu", "cpu backend on a real model: output tokens/s through the engine at 1, 8 and 32 concurrent "
-             "requests, and the same requests one at a time without batching");
+      "cpu", "cpu backend on a real model: output tokens/s through the engine at 1, 8, 32 and 64 "
+             "concurrent requests, the same requests one at a time without batching, a 512-token "
+             "prefill and the memory read bandwidth; weights as stored and dequantized to f32, side by side");
   cpu->add_option("--config", *cpu_config, "TOML config (default: the built-in default, cpu + default model)");
   cpu->add_option("--model", cpu_opt->config.model.path, "GGUF file or safetensors folder (overrides model.path)");
   cpu->add_option("--requests", cpu_opt->requests, "Requests per measurement")->capture_default_str()->check(CLI::Range(1u, 100'000u));
   cpu->add_option("--max-tokens", cpu_opt->max_tokens, "Tokens generated per request")->capture_default_str()->check(CLI::Range(1u, 100'000u));
   cpu->add_option("--concurrency", *concurrency, "Concurrent requests (closed loop), one measurement each")
       ->capture_default_str()->delimiter(',')->check(CLI::Range(1u, 4096u));
-  cpu->add_flag("!--no-baseline", cpu_opt->sequential_baseline, "Skip the one-at-a-time baseline");
+  cpu->add_flag("!--no-baseline", cpu_opt->sequential_baseline, "Skip the one-at-a-time baseline and the prefill");
+  auto weights = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"stored", "f32"});
+  cpu->add_option("--weights", *weights, "Weights paths measured: stored (as in the file), f32 (dequantized at load)")
+      ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"stored", "f32"}));
+  cpu->add_option("--prefill-tokens", cpu_opt->prefill_tokens, "Tokens of the one-prompt prefill measurement (0: none)")
+      ->capture_default_str()->check(CLI::Range(0u, 100'000u));
   cpu->add_option("--tp", cpu_opt->config.engine.tensor_parallel_degree, "Tensor parallel degree")->check(CLI::Range(1, 64));
-  cpu->callback([cpu_opt, cpu_config, concurrency, &exit_code] {
+  cpu->callback([cpu_opt, cpu_config, concurrency, weights, &exit_code] {
     const std::string model = cpu_opt->config.model.path;
     const auto tp = cpu_opt->config.engine.tensor_parallel_degree;
     auto cfg = load_config_or_report(*cpu_config);
@@ -139,6 +161,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     if (!model.empty()) opt.config.model.path = model;
     if (tp != config::EngineConfig{}.tensor_parallel_degree) opt.config.engine.tensor_parallel_degree = tp;
     opt.concurrency = *concurrency;
+    opt.weights.clear();
+    for (const auto& w : *weights) opt.weights.push_back(w == "f32" ? config::CpuWeights::f32 : config::CpuWeights::stored);
     try {
       exit_code = run_cpu(opt);
     } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 #include "actors/serving/served_model.hpp"
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "kernels/cpu/model/transformer.hpp"
+#include "kernels/cpu/thread_pool.hpp"
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
 #include "model/format/tensor_source.hpp"
@@ -12,8 +13,10 @@
 #include <caf/actor_system_config.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 namespace actorlm::bench {
 
@@ -44,14 +47,13 @@ std::vector<std::vector<model::Token>> make_prompts(const serving::ServedModel& 
 }
 
 CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
-                         const std::vector<std::vector<model::Token>>& prompts, std::uint32_t c,
-                         std::uint32_t max_tokens, scheduler::RequestId& next_id) {
+                         const std::vector<std::vector<model::Token>>& prompts, std::uint32_t n,
+                         std::uint32_t c, std::uint32_t max_tokens, scheduler::RequestId& next_id) {
   engine::Completions done(sys, 1, {}, m.engine().actors().scheduler);
-  const auto n = static_cast<std::uint32_t>(prompts.size());
   std::uint32_t submitted = 0;
   std::vector<Clock::time_point> submit_time;
   const auto submit = [&] {
-    auto spec = m.request(next_id++, prompts[submitted], max_tokens);
+    auto spec = m.request(next_id++, prompts[submitted % prompts.size()], max_tokens);
     spec.stop_token_ids.clear();  // every request generates exactly max_tokens
     submit_time.push_back(Clock::now());
     if (m.engine().submit(std::move(spec), done.sink()) != scheduler::SubmitStatus::accepted)
@@ -76,70 +78,146 @@ CpuBenchPoint run_engine(caf::actor_system& sys, serving::ServedModel& m,
     ttft.push_back(std::chrono::duration<double>(comp.first_token - submit_time.at(id - first_id)).count());
   }
   std::sort(ttft.begin(), ttft.end());
-  return {c, double(tokens) / secs, secs, ttft.empty() ? 0.0 : ttft[ttft.size() / 2]};
+  return {c, n, double(tokens) / secs, secs, ttft.empty() ? 0.0 : ttft[ttft.size() / 2]};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // One request at a time, prefill then one decode step per token, on its own copy of the
-// weights: the forward the shards run, without the engine.
-double run_sequential(const std::string& model_path, const std::vector<std::vector<model::Token>>& prompts,
-                      std::uint32_t max_tokens, double& seconds) {
+// weights: the forward the shards run, without the engine. Then one long prefill.
+void run_sequential(const CpuBenchOptions& o, const std::string& model_path, const config::Config& cfg,
+                    const std::vector<std::vector<model::Token>>& prompts, CpuBenchPath& out) {
   const auto source = model::open_tensor_source(model_path);
   const auto arch = model::read_architecture(*source);
-  const auto weights = kernels::cpu::load_weights(*source, arch);
-  kernels::cpu::Transformer t(weights);
+  const auto storage = cfg.model.weights == config::CpuWeights::stored ? kernels::cpu::WeightStorage::stored
+                                                                       : kernels::cpu::WeightStorage::f32;
+  const auto weights = kernels::cpu::load_weights(*source, arch, 0, 1, storage);
+  out.weight_bytes_per_token = weights.matrix_bytes_per_step();
+  out.weight_bytes = weights.bytes();
+  config::Config one = cfg;
+  one.engine.tensor_parallel_degree = 1;
+  kernels::cpu::Transformer t(weights, {}, shard::configure_cpu_threads(one));
   constexpr std::uint32_t block_size = 16;
-  std::size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const auto blocks = static_cast<std::uint32_t>((longest + max_tokens) / block_size + 1);
+  std::size_t longest = o.prefill_tokens;
+  for (const auto& p : prompts) longest = std::max(longest, p.size() + o.max_tokens);
+  const auto blocks = static_cast<std::uint32_t>(longest / block_size + 1);
   kernels::cpu::KvCache cache(arch, weights.heads, block_size, blocks, 0);
   std::vector<std::uint32_t> table(blocks);
   for (std::uint32_t i = 0; i < blocks; ++i) table[i] = i;
   std::vector<float> logits;
-  std::uint64_t tokens = 0;
+  std::uint64_t tokens = 0, decoded = 0;
+  double decode_seconds = 0;
   const auto start = Clock::now();
   for (const auto& p : prompts) {
     kernels::cpu::ForwardSeq s{p, 0, table, true, false};
     t.forward({&s, 1}, cache, true, logits);
     auto pos = static_cast<std::uint32_t>(p.size());
-    for (std::uint32_t i = 0; i < max_tokens; ++i) {
+    for (std::uint32_t i = 0; i < o.max_tokens; ++i) {
       const std::int32_t next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       ++tokens;  // `next` is this request's token i
-      if (i + 1 == max_tokens) break;
+      if (i + 1 == o.max_tokens) break;
       kernels::cpu::ForwardSeq d{{&next, 1}, pos++, table, true, false};
+      const auto step = Clock::now();
       t.forward({&d, 1}, cache, true, logits);
+      decode_seconds += std::chrono::duration<double>(Clock::now() - step).count();
+      ++decoded;
     }
   }
-  seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return double(tokens) / seconds;
+  out.sequential_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  out.sequential_tokens_per_s = double(tokens) / out.sequential_seconds;
+  out.decode_tokens_per_s = decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0;
+
+  if (o.prefill_tokens == 0) return;
+  std::vector<std::int32_t> prompt;  // the chat prompts one after another, cut to length
+  while (prompt.size() < o.prefill_tokens)
+    for (const auto& p : prompts) prompt.insert(prompt.end(), p.begin(), p.end());
+  prompt.resize(o.prefill_tokens);
+  std::vector<double> rates;
+  for (std::uint32_t r = 0; r < std::max(1u, o.repeats); ++r) {
+    kernels::cpu::ForwardSeq s{prompt, 0, table, true, false};
+    const auto t0 = Clock::now();
+    t.forward({&s, 1}, cache, true, logits);
+    rates.push_back(double(prompt.size()) / std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  out.prefill_tokens_per_s = median(rates);
 }
 
 }  // namespace
+
+double measure_read_bandwidth(std::int32_t threads, std::size_t bytes, std::uint32_t repeats) {
+  std::vector<std::uint64_t> buffer(bytes / sizeof(std::uint64_t), 1);  // written: pages are real
+  kernels::cpu::ThreadPool pool(threads);
+  std::vector<double> rates;
+  std::atomic<std::uint64_t> sink{0};
+  for (std::uint32_t r = 0; r < std::max(1u, repeats); ++r) {
+    const auto t0 = Clock::now();
+    pool.parallel_for(static_cast<std::int64_t>(buffer.size()), 4096, [&](std::int64_t b, std::int64_t e) {
+      // Four independent sums: loads, not an addition chain, set the pace.
+      std::uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      std::int64_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += buffer[i];
+        s1 += buffer[i + 1];
+        s2 += buffer[i + 2];
+        s3 += buffer[i + 3];
+      }
+      for (; i < e; ++i) s0 += buffer[i];
+      sink += s0 + s1 + s2 + s3;
+    });
+    rates.push_back(double(buffer.size() * sizeof(std::uint64_t)) / std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  if (sink.load() != std::uint64_t(buffer.size()) * std::max(1u, repeats))
+    throw std::logic_error("bench cpu: the bandwidth pass summed the wrong thing");
+  return median(rates);
+}
 
 CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   auto say = [&](const std::string& s) { if (o.progress) o.progress(s); };
   caf::actor_system_config sys_cfg;
   serving::register_engine_types(sys_cfg);
   caf::actor_system sys{sys_cfg};
-  // Prefix caching off: the chat prompts share their system message, and the ratio should
-  // measure batching alone against a loop that cannot reuse anything.
-  auto cfg = o.config;
-  cfg.cache.prefix_caching = false;
-  serving::ServedModel m(sys, cfg);
   CpuBenchResult r;
-  r.model = shard::resolve_model_path(cfg);
-  const auto prompts = make_prompts(m, o.requests);
-  for (const auto& p : prompts) r.prompt_tokens += p.size();
+  r.model = shard::resolve_model_path(o.config);
+  r.threads = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  say("read bandwidth: " + std::to_string(r.threads) + " thread(s) over 1 GiB");
+  r.read_bytes_per_s = measure_read_bandwidth(r.threads, std::size_t{1} << 30, o.repeats);
+  say("  " + std::to_string(r.read_bytes_per_s / 1e9) + " GB/s");
   scheduler::RequestId next_id = 1;
-  for (std::uint32_t c : o.concurrency) {
-    say("engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(o.requests) +
-        " requests of " + std::to_string(o.max_tokens) + " tokens");
-    r.engine.push_back(run_engine(sys, m, prompts, c, o.max_tokens, next_id));
-    say("  " + std::to_string(r.engine.back().tokens_per_s) + " tokens/s");
-  }
-  if (o.sequential_baseline) {
-    say("one at a time without the engine (plain generate loop)");
-    r.sequential_tokens_per_s = run_sequential(r.model, prompts, o.max_tokens, r.sequential_seconds);
-    say("  " + std::to_string(r.sequential_tokens_per_s) + " tokens/s");
+  for (const config::CpuWeights weights : o.weights) {
+    CpuBenchPath path;
+    path.weights = weights;
+    const std::string name(config::to_string(weights));
+    // Prefix caching off: the chat prompts share their system message, and the ratio should
+    // measure batching alone against a loop that cannot reuse anything.
+    auto cfg = o.config;
+    cfg.cache.prefix_caching = false;
+    cfg.model.weights = weights;
+    std::vector<std::vector<model::Token>> prompts;
+    {
+      serving::ServedModel m(sys, cfg);
+      prompts = make_prompts(m, o.requests);
+      r.prompt_tokens = 0;
+      for (const auto& p : prompts) r.prompt_tokens += p.size();
+      for (std::uint32_t c : o.concurrency) {
+        const std::uint32_t n = std::max(o.requests, c);
+        say(name + " weights: engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(n) +
+            " requests of " + std::to_string(o.max_tokens) + " tokens");
+        path.engine.push_back(run_engine(sys, m, prompts, n, c, o.max_tokens, next_id));
+        say("  " + std::to_string(path.engine.back().tokens_per_s) + " tokens/s");
+      }
+    }
+    if (o.sequential_baseline) {
+      say(name + " weights: one at a time without the engine (plain generate loop), then a " +
+          std::to_string(o.prefill_tokens) + "-token prefill");
+      run_sequential(o, r.model, cfg, prompts, path);
+      say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
+          std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
+          std::to_string(path.prefill_tokens_per_s) + " tokens/s");
+    }
+    r.paths.push_back(std::move(path));
   }
   return r;
 }

@@ -4,6 +4,11 @@
 // its next request when the last one finishes), against the same requests run one at a time
 // by a plain generate loop over the same forward (no engine, no batching: how HF `generate`
 // serves them). Greedy decoding, every request generating exactly max_tokens tokens.
+//
+// Each weights path (model.weights "stored" and "f32") is measured in the same run, side by
+// side, with: the bytes of weights one decode step reads, the decode steps' rate of the plain
+// loop alone, one prefill of `prefill_tokens` tokens, and the machine's read bandwidth measured
+// on the same threads (a buffer much larger than the last-level cache).
 
 #include "actors/config/config.hpp"
 
@@ -16,28 +21,48 @@ namespace actorlm::bench {
 
 struct CpuBenchOptions {
   config::Config config;                          // backend cpu; model.path empty: default model
-  std::uint32_t requests = 32;
+  std::uint32_t requests = 32;                    // per measurement, at least the concurrency
   std::uint32_t max_tokens = 32;
-  std::vector<std::uint32_t> concurrency = {1, 8, 32};
+  std::vector<std::uint32_t> concurrency = {1, 8, 32, 64};
   bool sequential_baseline = true;
+  std::vector<config::CpuWeights> weights = {config::CpuWeights::stored, config::CpuWeights::f32};
+  std::uint32_t prefill_tokens = 512;             // 0: no prefill measurement
+  std::uint32_t repeats = 3;                      // of the prefill and bandwidth measurements (median)
   std::function<void(const std::string&)> progress;
 };
 
 struct CpuBenchPoint {
   std::uint32_t concurrency = 0;
+  std::uint32_t requests = 0;
   double tokens_per_s = 0;
   double seconds = 0;
   double median_ttft_s = 0;
 };
 
+// One weights path.
+struct CpuBenchPath {
+  config::CpuWeights weights = config::CpuWeights::stored;
+  std::vector<CpuBenchPoint> engine;  // one per concurrency
+  double sequential_tokens_per_s = 0; // the plain loop, prefills included
+  double sequential_seconds = 0;
+  double decode_tokens_per_s = 0;     // the plain loop's decode steps alone (one token each)
+  double prefill_tokens_per_s = 0;    // one prompt of prefill_tokens tokens, median
+  std::uint64_t weight_bytes_per_token = 0;  // matrices one decode step reads (rank 0, TP 1)
+  std::uint64_t weight_bytes = 0;            // all the weights as held
+};
+
 struct CpuBenchResult {
   std::string model;
-  std::vector<CpuBenchPoint> engine;  // one per concurrency
-  double sequential_tokens_per_s = 0;
-  double sequential_seconds = 0;
   std::uint64_t prompt_tokens = 0;    // over the requests
+  double read_bytes_per_s = 0;        // memory read bandwidth, median
+  std::int32_t threads = 0;           // of the bandwidth measurement
+  std::vector<CpuBenchPath> paths;
 };
 
 CpuBenchResult run_cpu_bench(const CpuBenchOptions&);
+
+// Memory read bandwidth: `threads` threads sum disjoint parts of a `bytes` buffer; median of
+// `repeats` passes, in bytes per second.
+double measure_read_bandwidth(std::int32_t threads, std::size_t bytes, std::uint32_t repeats);
 
 }  // namespace actorlm::bench

@@ -80,6 +80,17 @@ std::string resolve_model_path(const config::Config& cfg) {
                            "or set model.path");
 }
 
+std::int32_t configure_cpu_threads(const config::Config& cfg) {
+  // With stored weights each rank's pool splits the GEMMs by output rows and OpenBLAS (F32
+  // matrices, attention) runs one thread inside each range, so the two never compete for cores;
+  // with f32 weights (the earlier path) OpenBLAS threads each GEMM itself.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int per_rank = std::max(1, cores / static_cast<int>(cfg.engine.tensor_parallel_degree));
+  const bool stored = cfg.model.weights == config::CpuWeights::stored;
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) openblas_set_num_threads(stored ? 1 : per_rank);
+  return stored ? per_rank : 1;
+}
+
 CpuBackend load_cpu_backend(const config::Config& cfg) {
   CpuBackend b;
   b.model_path = resolve_model_path(cfg);
@@ -115,28 +126,27 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
     spdlog::warn("model.max_model_len {} exceeds the model's trained context {}", cfg.model.max_model_len,
                  b.arch.max_context);
 
-  // OpenBLAS threads: the cores shared among the ranks, unless OPENBLAS_NUM_THREADS says.
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    openblas_set_num_threads(std::max(1, cores / world));
-  }
+  const bool stored = cfg.model.weights == config::CpuWeights::stored;
+  const auto storage = stored ? kernels::cpu::WeightStorage::stored : kernels::cpu::WeightStorage::f32;
+  b.threads_per_rank = configure_cpu_threads(cfg);
 
   auto collectives = join_group(world);
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
   for (std::int32_t r = 0; r < world; ++r) {
-    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world));
+    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world, storage));
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
     if (auto c = collectives[static_cast<std::size_t>(r)])
       reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
     shards->push_back(std::make_unique<CpuShard>(
-        std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks},
+        std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank},
         std::move(reduce)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of float weights over {} rank(s); "
-               "KV cache {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
-               b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20), world,
+  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of weights ({}) over {} rank(s), "
+               "{} thread(s) each; KV cache {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
+               b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20),
+               stored ? "as stored" : "dequantized to float", world, b.threads_per_rank,
                b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
 
@@ -190,7 +200,8 @@ serving::Backend serving_backend(const config::Config& cfg) {
                   std::to_string(cfg.engine.tensor_parallel_degree) + ", KV cache " +
                   std::to_string(std::uint64_t(cpu->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
   const double world = double(cfg.engine.tensor_parallel_degree);
-  b.memory = {{"weights (float)", double(cpu->weight_bytes) / world},
+  b.memory = {{cfg.model.weights == config::CpuWeights::stored ? "weights (as stored)" : "weights (float)",
+               double(cpu->weight_bytes) / world},
               {"KV cache", double(cpu->capacity.device_blocks) * double(cpu->block_bytes)},
               {"swap space (host)", double(cpu->capacity.host_blocks) * double(cpu->block_bytes)}};
   return b;

@@ -21,7 +21,9 @@ struct CpuBackend {
   model::Architecture arch;
   engine::KvCapacity capacity;
   std::size_t block_bytes = 0;         // one KV block on one rank
-  std::size_t weight_bytes = 0;        // all ranks together, as float
+  std::size_t weight_bytes = 0;        // all ranks together, as held (stored type or float)
+  std::int32_t threads_per_rank = 1;   // each rank's thread pool (1 with model.weights = "f32":
+                                       // OpenBLAS threads the GEMMs then, as before)
   engine::ShardFactory factory;        // each rank's actor, once
 };
 
@@ -29,6 +31,11 @@ struct CpuBackend {
 // $ACTORLM_MODELS_DIR, <executable>/../../models and ./models. Throws std::runtime_error saying
 // where it looked and how to fetch the default model.
 std::string resolve_model_path(const config::Config& cfg);
+
+// The threads of each rank's pool for cfg (the cores shared among the ranks with stored weights;
+// 1 with model.weights = "f32", where OpenBLAS threads the GEMMs as before), and OpenBLAS's own
+// thread count set to match unless OPENBLAS_NUM_THREADS is set.
+std::int32_t configure_cpu_threads(const config::Config& cfg);
 
 // Throws model::ModelFileError for a bad checkpoint and std::invalid_argument for a
 // configuration the model cannot be served with (tensor parallel degree, cache too small).

@@ -35,7 +35,7 @@ CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
                    const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce)
     : weights_(std::move(weights)),
       cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks),
-      transformer_(*weights_, std::move(all_reduce)) {}
+      transformer_(*weights_, std::move(all_reduce), o.threads) {}
 
 StepResult CpuShard::execute(const Step& step) {
   const auto start = std::chrono::steady_clock::now();

@@ -16,6 +16,7 @@ struct CpuShardOptions {
   std::uint32_t block_size = 16;
   std::uint32_t device_blocks = 0;
   std::uint32_t host_blocks = 0;
+  std::int32_t threads = 1;  // the forward's thread pool, this rank's cores
 };
 
 class CpuShard {

@@ -1,6 +1,8 @@
 #include "kernels/cpu/model/paged_attention.hpp"
 
-#include <cblas.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -39,49 +41,85 @@ void write_kv(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std:
     }
 }
 
+namespace {
+
+// Dot product and y += a * x over head_dim floats, in a fixed order that depends only on the
+// two rows: eight lanes of partial sums, then pairs. An AVX2 + FMA version (the same order, fused
+// multiply-adds) where the CPU has it, chosen once.
+float dot_portable(const float* a, const float* b, std::int32_t n) {
+  float acc[8] = {};
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void axpy_portable(float a, const float* x, float* y, std::int32_t n) {
+  for (std::int32_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, std::int32_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) void axpy_avx2(float a, const float* x, float* y, std::int32_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
+}
+
+bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+const auto dot = has_avx2() ? dot_avx2 : dot_portable;
+const auto axpy = has_avx2() ? axpy_avx2 : axpy_portable;
+#else
+const auto dot = dot_portable;
+const auto axpy = axpy_portable;
+#endif
+
+}  // namespace
+
 void paged_attention(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
                      std::uint32_t first, std::uint32_t n, const float* q, std::int64_t row_stride,
-                     std::int32_t q_heads, float scale, float* out, AttentionScratch& s) {
+                     std::int32_t q_heads, float scale, float* out, ThreadPool* pool) {
   if (n == 0) return;
-  const std::uint32_t ctx = first + n;
-  check_covered(kp, table, ctx);
+  check_covered(kp, table, first + n);
   const std::int32_t hd = kp.head_dim;
-  s.keys.resize(std::size_t(ctx) * hd);
-  s.values.resize(std::size_t(ctx) * hd);
-  s.scores.resize(std::size_t(n) * ctx);
-  std::int32_t loaded = -1;  // the KV head gathered into keys/values
-  for (std::int32_t j = 0; j < q_heads; ++j) {
-    const std::int32_t kvh = j * kp.kv_heads / q_heads;
-    if (kvh != loaded) {
-      // Gather this head's keys and values into contiguous [ctx, head_dim] rows, block by block.
-      for (std::uint32_t p = 0; p < ctx; p += kp.block_size) {
-        const std::uint32_t len = std::min(kp.block_size, ctx - p);
-        std::memcpy(&s.keys[std::size_t(p) * hd], kp.at(table, p, kvh), len * hd * sizeof(float));
-        std::memcpy(&s.values[std::size_t(p) * hd], vp.at(table, p, kvh), len * hd * sizeof(float));
-      }
-      loaded = kvh;
-    }
-    // scores[n, ctx] = scale * Q_j[n, hd] . K[ctx, hd]^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n),
-                static_cast<blasint>(ctx), hd, scale, q + std::int64_t(j) * hd,
-                static_cast<blasint>(row_stride), s.keys.data(), hd, 0.0f, s.scores.data(),
-                static_cast<blasint>(ctx));
-    for (std::uint32_t t = 0; t < n; ++t) {
-      float* row = &s.scores[std::size_t(t) * ctx];
+  const std::int64_t out_stride = std::int64_t(q_heads) * hd;
+  // One (query head, query row) at a time: its scores over the visible positions, softmax, and
+  // the weighted sum of values, read in place from the cache's blocks.
+  const auto rows = [&](std::int64_t begin, std::int64_t end) {
+    thread_local std::vector<float> scores;
+    for (std::int64_t item = begin; item < end; ++item) {
+      const auto j = static_cast<std::int32_t>(item / n);
+      const auto t = static_cast<std::uint32_t>(item % n);
+      const std::int32_t kvh = j * kp.kv_heads / q_heads;
+      const float* qv = q + std::int64_t(t) * row_stride + std::int64_t(j) * hd;
       const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
-      const float mx = *std::max_element(row, row + visible);
+      scores.resize(visible);
+      for (std::uint32_t c = 0; c < visible; ++c) scores[c] = scale * dot(qv, kp.at(table, c, kvh), hd);
+      const float mx = *std::max_element(scores.begin(), scores.end());
       float sum = 0;
-      for (std::uint32_t c = 0; c < visible; ++c) sum += (row[c] = std::exp(row[c] - mx));
+      for (auto& v : scores) sum += (v = std::exp(v - mx));
       const float inv = 1.0f / sum;
-      for (std::uint32_t c = 0; c < visible; ++c) row[c] *= inv;
-      std::fill(row + visible, row + ctx, 0.0f);
+      float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (std::uint32_t c = 0; c < visible; ++c) axpy(scores[c] * inv, vp.at(table, c, kvh), o, hd);
     }
-    // out_j[n, hd] = P[n, ctx] . V[ctx, hd]
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n), hd,
-                static_cast<blasint>(ctx), 1.0f, s.scores.data(), static_cast<blasint>(ctx),
-                s.values.data(), hd, 0.0f, out + std::int64_t(j) * hd,
-                static_cast<blasint>(std::int64_t(q_heads) * hd));
-  }
+  };
+  const std::int64_t items = std::int64_t(q_heads) * n;
+  if (pool != nullptr) pool->parallel_for(items, 1, rows);
+  else rows(0, items);
 }
 
 }  // namespace actorlm::kernels::cpu

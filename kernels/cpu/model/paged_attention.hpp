@@ -4,6 +4,8 @@
 // `block_size` consecutive positions; position p lives in block block_table[p / block_size],
 // slot p % block_size.
 
+#include "kernels/cpu/thread_pool.hpp"
+
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -32,17 +34,16 @@ void write_kv(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
               std::span<const std::uint32_t> table, std::uint32_t first, std::uint32_t n,
               const float* k, const float* v, std::int64_t row_stride);
 
-struct AttentionScratch {
-  std::vector<float> keys, values, scores;
-};
 
 // q: [n, row_stride] with q_heads heads of head_dim from the start of each row, for positions
 // first .. first+n-1. out: [n, q_heads * head_dim]. Query row t attends to positions
 // [0, first + t] of the cache (which must already hold them). Query head j reads KV head
 // j * kv_heads / q_heads. scale is usually 1/sqrt(head_dim).
+// Each (query head, query row) is computed on its own, in the same order whatever n and first
+// are (a chunked prefill gives the same bits as one shot), spread over `pool` when given.
 void paged_attention(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
                      std::span<const std::uint32_t> table, std::uint32_t first, std::uint32_t n,
                      const float* q, std::int64_t row_stride, std::int32_t q_heads, float scale,
-                     float* out, AttentionScratch& scratch);
+                     float* out, ThreadPool* pool = nullptr);
 
 }  // namespace actorlm::kernels::cpu

@@ -10,8 +10,8 @@ namespace actorlm::kernels::cpu {
 
 using model::Family;
 
-Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce)
-    : w_(weights), all_reduce_(std::move(all_reduce)) {
+Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce, std::int32_t threads)
+    : w_(weights), all_reduce_(std::move(all_reduce)), pool_(threads) {
   if (w_.world > 1 && !all_reduce_)
     throw std::invalid_argument("transformer: tensor parallel degree " + std::to_string(w_.world) +
                                 " needs an all-reduce");
@@ -19,6 +19,10 @@ Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce)
 
 void Transformer::reduce(float* data, std::int64_t n) {
   if (w_.world > 1) all_reduce_(std::span<float>(data, static_cast<std::size_t>(n)));
+}
+
+void Transformer::matmul(const float* x, const WeightMatrix& w, float* y) {
+  cpu::matmul({x, tokens_, &w, y}, pool_, matmul_scratch_);
 }
 
 void Transformer::norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out) {
@@ -47,7 +51,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " +
                                 std::to_string(s.vocab));
       positions_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(q.first_position + i);
-      std::copy_n(w_.embed.begin() + t * h, h, x_.begin() + row * h);
+      w_.embed.dequantize_row(t, std::span<float>(x_.data() + row * h, static_cast<std::size_t>(h)));
     }
 
   normed_.resize(x_.size());
@@ -96,7 +100,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
   if (s.family == Family::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
   else layer_norm(last.data(), rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, last.data());
   logits.resize(static_cast<std::size_t>(rows * s.vocab));
-  matmul_nt(last.data(), rows, h, w_.output_matrix(), s.vocab, logits.data());
+  cpu::matmul({last.data(), rows, &w_.output_matrix(), logits.data()}, pool_, matmul_scratch_);
 }
 
 void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs,
@@ -108,7 +112,7 @@ void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq
   const std::int64_t q_heads = p.q_heads, kv_heads = p.kv_heads;
   const std::int64_t qkv_width = (q_heads + 2 * kv_heads) * hd;
   qkv_.resize(static_cast<std::size_t>(tokens_ * qkv_width));
-  matmul_nt(normed, tokens_, s.hidden, l.wqkv.data(), qkv_width, qkv_.data());
+  matmul(normed, l.wqkv, qkv_.data());
 
   const RopeParams rope{static_cast<std::int32_t>(hd), s.rope_theta, s.rope_linear_factor, w_.layout.rope_style};
   apply_rope(qkv_.data(), tokens_, qkv_width, static_cast<std::int32_t>(q_heads + kv_heads), positions_, rope);
@@ -123,10 +127,10 @@ void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq
     write_kv(kp, vp, q.block_table, q.first_position, n, base + q_heads * hd,
              base + (q_heads + kv_heads) * hd, qkv_width);
     paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width,
-                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, scratch_);
+                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, &pool_);
     row += n;
   }
-  matmul_nt(attn_.data(), tokens_, q_heads * hd, l.wo.data(), s.hidden, out);
+  matmul(attn_.data(), l.wo, out);
 }
 
 void Transformer::mlp_block(const LayerWeights& l, const float* normed, float* out) {
@@ -134,15 +138,15 @@ void Transformer::mlp_block(const LayerWeights& l, const float* normed, float* o
   const std::int64_t f = w_.heads.ffn_columns;
   if (s.family == Family::llama) {
     up_.resize(static_cast<std::size_t>(tokens_ * 2 * f));
-    matmul_nt(normed, tokens_, s.hidden, l.w_up.data(), 2 * f, up_.data());
+    matmul(normed, l.w_up, up_.data());
     act_.resize(static_cast<std::size_t>(tokens_ * f));
     silu_mul(up_.data(), tokens_, f, act_.data());
   } else {
     act_.resize(static_cast<std::size_t>(tokens_ * f));
-    matmul_nt(normed, tokens_, s.hidden, l.w_up.data(), f, act_.data());
+    matmul(normed, l.w_up, act_.data());
     gelu(act_.data(), tokens_ * f);
   }
-  matmul_nt(act_.data(), tokens_, f, l.w_down.data(), s.hidden, out);
+  matmul(act_.data(), l.w_down, out);
 }
 
 }  // namespace actorlm::kernels::cpu

@@ -6,6 +6,7 @@
 // per Llama layer, once per Falcon layer: its attention and MLP run in parallel).
 
 #include "kernels/cpu/model/kv_cache.hpp"
+#include "kernels/cpu/model/matmul.hpp"
 #include "kernels/cpu/model/weights.hpp"
 
 #include <functional>
@@ -27,7 +28,8 @@ using AllReduce = std::function<void(std::span<float>)>;
 class Transformer {
  public:
   // `weights` must outlive the Transformer. `all_reduce` is required when weights.world > 1.
-  explicit Transformer(const ModelWeights& weights, AllReduce all_reduce = {});
+  // `threads`: the GEMMs' thread pool, the caller included (cores given to this rank).
+  explicit Transformer(const ModelWeights& weights, AllReduce all_reduce = {}, std::int32_t threads = 1);
 
   // Runs the batch, writing its K/V into `cache`. When `compute_logits` (rank 0), `logits`
   // becomes [rows, vocab]: one row per sequence with want_logits (its last token), n rows for
@@ -45,15 +47,17 @@ class Transformer {
   void mlp_block(const LayerWeights& l, const float* normed, float* out);
   void norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out);
   void reduce(float* data, std::int64_t n);
+  void matmul(const float* x, const WeightMatrix& w, float* y);  // [tokens_, k] . w^T -> [tokens_, w.rows]
 
   const ModelWeights& w_;
   AllReduce all_reduce_;
+  ThreadPool pool_;
+  MatmulScratch matmul_scratch_;
   std::int64_t tokens_ = 0;  // rows of the current batch
   std::vector<std::int32_t> positions_;
   // Activations, [tokens_, ...]
   std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
   std::vector<float> last_;  // [logit rows, hidden]: the rows whose logits are computed
-  AttentionScratch scratch_;
 };
 
 }  // namespace actorlm::kernels::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/model/weights.hpp"
 
+#include "model/format/dequantize.hpp"
 #include "model/format/read_architecture.hpp"
 #include "model/format/tensor_source.hpp"
 
@@ -57,49 +58,59 @@ Names names_for(const model::Architecture& s, const model::WeightLayout& layout)
   return n;
 }
 
-// Rows [begin, begin + count) of a row-major [rows, cols] matrix, appended to `out`.
-void append_rows(const std::vector<float>& m, std::int64_t cols, std::int64_t begin,
-                 std::int64_t count, std::vector<float>& out) {
-  out.insert(out.end(), m.begin() + begin * cols, m.begin() + (begin + count) * cols);
-}
+// Reads matrices as stored or dequantized, as the storage asks.
+struct MatrixReader {
+  const model::TensorSource& src;
+  WeightStorage storage;
 
-// Columns [begin, begin + count) of a row-major [rows, cols] matrix.
-std::vector<float> columns(const std::vector<float>& m, std::int64_t rows, std::int64_t cols,
-                           std::int64_t begin, std::int64_t count) {
-  std::vector<float> out(static_cast<std::size_t>(rows * count));
-  for (std::int64_t r = 0; r < rows; ++r)
-    std::copy_n(m.begin() + r * cols + begin, count, out.begin() + r * count);
-  return out;
-}
+  WeightMatrix operator()(const std::string& name, std::int64_t rows, std::int64_t cols) const {
+    const Shape shape{rows, cols};
+    if (storage == WeightStorage::f32) return f32_matrix(src.read_f32(name, shape), rows, cols);
+    const auto stored = src.read_stored(name, shape);
+    const model::DType t = stored.info->dtype;
+    if (!model::storage_bytes(t, cols))
+      throw model::ModelFileError(src.path() + ": tensor '" + name + "' of type " + std::string(model::dtype_name(t)) +
+                                  " has rows of " + std::to_string(cols) + " values, not whole blocks of " +
+                                  std::to_string(model::block_elements(t)));
+    return stored_matrix(t, stored.bytes, rows, cols);
+  }
+};
 
 // HF Falcon's new-architecture fused QKV interleaves per KV group: [q x G, k, v] x n_kv.
 // Returns the [Q; K; V] concatenation that GGUF (and the 7B design) use.
-std::vector<float> falcon_grouped_to_concat(const std::vector<float>& w, const model::Architecture& s) {
-  const std::int64_t hd = s.head_dim, h = s.hidden, g = s.heads / s.kv_heads;
-  std::vector<float> q, k, v;
+WeightMatrix falcon_grouped_to_concat(const WeightMatrix& w, const model::Architecture& s) {
+  const std::int64_t hd = s.head_dim, g = s.heads / s.kv_heads;
+  WeightMatrix q, k, v;
   for (std::int64_t kv = 0; kv < s.kv_heads; ++kv) {
     const std::int64_t base = kv * (g + 2);
-    append_rows(w, h, base * hd, g * hd, q);
-    append_rows(w, h, (base + g) * hd, hd, k);
-    append_rows(w, h, (base + g + 1) * hd, hd, v);
+    append_rows(w, base * hd, g * hd, q);
+    append_rows(w, (base + g) * hd, hd, k);
+    append_rows(w, (base + g + 1) * hd, hd, v);
   }
-  q.insert(q.end(), k.begin(), k.end());
-  q.insert(q.end(), v.begin(), v.end());
+  append_rows(k, 0, k.rows, q);
+  append_rows(v, 0, v.rows, q);
   return q;
 }
 
 }  // namespace
 
 std::size_t ModelWeights::bytes() const {
-  std::size_t n = embed.size() + out_norm.size() + out_norm_bias.size() + lm_head.size();
-  for (const auto& l : layers)
-    n += l.attn_norm.size() + l.attn_norm_bias.size() + l.mlp_norm.size() + l.mlp_norm_bias.size() +
-         l.wqkv.size() + l.wo.size() + l.w_up.size() + l.w_down.size();
-  return n * sizeof(float);
+  std::size_t floats = out_norm.size() + out_norm_bias.size(), n = embed.bytes() + lm_head.bytes();
+  for (const auto& l : layers) {
+    floats += l.attn_norm.size() + l.attn_norm_bias.size() + l.mlp_norm.size() + l.mlp_norm_bias.size();
+    n += l.wqkv.bytes() + l.wo.bytes() + l.w_up.bytes() + l.w_down.bytes();
+  }
+  return n + floats * sizeof(float);
+}
+
+std::size_t ModelWeights::matrix_bytes_per_step() const {
+  std::size_t n = rank == 0 ? output_matrix().bytes() : 0;  // logits on rank 0 only
+  for (const auto& l : layers) n += l.wqkv.bytes() + l.wo.bytes() + l.w_up.bytes() + l.w_down.bytes();
+  return n;
 }
 
 ModelWeights load_weights(const model::TensorSource& src, const model::Architecture& s, std::int32_t rank,
-                          std::int32_t world) {
+                          std::int32_t world, WeightStorage storage) {
   if (world < 1 || rank < 0 || rank >= world)
     throw std::invalid_argument("tensor parallel degree " + std::to_string(world) + ": rank " +
                                 std::to_string(rank) + " out of range");
@@ -108,16 +119,18 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
   w.layout = model::read_weight_layout(src);
   w.rank = rank;
   w.world = world;
+  w.storage = storage;
+  const MatrixReader matrix{src, storage};
   w.heads = model::shard_for_rank(s, static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(world));
   const model::RankShard& p = w.heads;
   const Names n = names_for(s, w.layout);
   const std::int64_t h = s.hidden, hd = s.head_dim, v = s.vocab, f = s.ffn;
   const Shape vec{h};
 
-  w.embed = src.read_f32(n.embed, Shape{v, h});
+  w.embed = matrix(n.embed, v, h);
   w.out_norm = src.read_f32(n.out_norm, vec);
   if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
-  if (!s.tied_embeddings && rank == 0) w.lm_head = src.read_f32(n.lm_head, Shape{v, h});
+  if (!s.tied_embeddings && rank == 0) w.lm_head = matrix(n.lm_head, v, h);
 
   w.layers.resize(s.layers);
   for (std::uint32_t i = 0; i < s.layers; ++i) {
@@ -128,31 +141,31 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
     if (s.norms_per_layer == 2) l.mlp_norm = src.read_f32(pre + n.mlp_norm, vec);
     if (s.two_norms()) l.mlp_norm_bias = src.read_f32(pre + n.mlp_norm_bias, vec);
 
-    std::vector<float> q, k, vv;
+    WeightMatrix q, k, vv;
     const std::int64_t qrows = s.heads * hd, kvrows = s.kv_heads * hd;
     if (s.family == Family::llama) {
-      q = src.read_f32(pre + n.q, Shape{qrows, h});
-      k = src.read_f32(pre + n.k, Shape{kvrows, h});
-      vv = src.read_f32(pre + n.v, Shape{kvrows, h});
+      q = matrix(pre + n.q, qrows, h);
+      k = matrix(pre + n.k, kvrows, h);
+      vv = matrix(pre + n.v, kvrows, h);
     } else {
-      std::vector<float> qkv = src.read_f32(pre + n.qkv, Shape{qrows + 2 * kvrows, h});
+      WeightMatrix qkv = matrix(pre + n.qkv, qrows + 2 * kvrows, h);
       if (w.layout.grouped_qkv) qkv = falcon_grouped_to_concat(qkv, s);
-      q.assign(qkv.begin(), qkv.begin() + qrows * h);
-      k.assign(qkv.begin() + qrows * h, qkv.begin() + (qrows + kvrows) * h);
-      vv.assign(qkv.begin() + (qrows + kvrows) * h, qkv.end());
+      append_rows(qkv, 0, qrows, q);
+      append_rows(qkv, qrows, kvrows, k);
+      append_rows(qkv, qrows + kvrows, kvrows, vv);
     }
-    append_rows(q, h, p.q_begin * hd, p.q_heads * hd, l.wqkv);
-    append_rows(k, h, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
-    append_rows(vv, h, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
-    l.wo = columns(src.read_f32(pre + n.o, Shape{h, qrows}), h, qrows, p.q_begin * hd, p.q_heads * hd);
+    append_rows(q, p.q_begin * hd, p.q_heads * hd, l.wqkv);
+    append_rows(k, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
+    append_rows(vv, p.kv_begin * hd, p.kv_heads * hd, l.wqkv);
+    l.wo = column_slice(matrix(pre + n.o, h, qrows), p.q_begin * hd, p.q_heads * hd);
 
     if (s.family == Family::llama) {
-      append_rows(src.read_f32(pre + n.gate, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
-      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
+      append_rows(matrix(pre + n.gate, f, h), p.ffn_begin, p.ffn_columns, l.w_up);
+      append_rows(matrix(pre + n.up, f, h), p.ffn_begin, p.ffn_columns, l.w_up);
     } else {
-      append_rows(src.read_f32(pre + n.up, Shape{f, h}), h, p.ffn_begin, p.ffn_columns, l.w_up);
+      append_rows(matrix(pre + n.up, f, h), p.ffn_begin, p.ffn_columns, l.w_up);
     }
-    l.w_down = columns(src.read_f32(pre + n.down, Shape{h, f}), h, f, p.ffn_begin, p.ffn_columns);
+    l.w_down = column_slice(matrix(pre + n.down, h, f), p.ffn_begin, p.ffn_columns);
   }
   return w;
 }

@@ -1,5 +1,6 @@
 #pragma once
-// A model's weights in float, as one tensor-parallel rank holds them, split by
+// A model's weights as one tensor-parallel rank holds them: matrices in their stored type
+// (weight_matrix.hpp) or dequantized to float (WeightStorage::f32), norms in float; split by
 // model/arch/sharding.hpp's rules: Q/K/V and the FFN's first projection by output rows, the
 // attention output and FFN down projection by input columns, so each rank's partial outputs
 // are summed by one all-reduce; KV heads split, or replicated when there are fewer than ranks.
@@ -7,6 +8,7 @@
 
 #include "model/arch/architecture.hpp"
 #include "model/arch/sharding.hpp"
+#include "kernels/cpu/model/weight_matrix.hpp"
 
 #include <vector>
 
@@ -18,11 +20,11 @@ struct LayerWeights {
   std::vector<float> attn_norm, attn_norm_bias;  // [hidden]; bias: falcon only
   std::vector<float> mlp_norm, mlp_norm_bias;    // [hidden]; llama ffn_norm, falcon-40B ln_mlp;
                                                  // empty when the MLP reads attn_norm's output
-  std::vector<float> wqkv;    // [(q_heads + 2 kv_heads) * head_dim, hidden]: Q rows, K rows, V rows
-  std::vector<float> wo;      // [hidden, q_heads * head_dim]
-  std::vector<float> w_up;    // llama: [2 ffn_columns, hidden], gate rows then up rows
-                              // falcon: [ffn_columns, hidden]
-  std::vector<float> w_down;  // [hidden, ffn_columns]
+  WeightMatrix wqkv;    // [(q_heads + 2 kv_heads) * head_dim, hidden]: Q rows, K rows, V rows
+  WeightMatrix wo;      // [hidden, q_heads * head_dim]
+  WeightMatrix w_up;    // llama: [2 ffn_columns, hidden], gate rows then up rows
+                        // falcon: [ffn_columns, hidden]
+  WeightMatrix w_down;  // [hidden, ffn_columns]
 };
 
 struct ModelWeights {
@@ -30,19 +32,25 @@ struct ModelWeights {
   model::WeightLayout layout;  // how the checkpoint stored it (the rotary pairing is still needed)
   std::int32_t rank = 0, world = 1;
   model::RankShard heads;      // this rank's heads and FFN columns
-  std::vector<float> embed;     // [vocab, hidden]
+  WeightStorage storage = WeightStorage::stored;
+  WeightMatrix embed;           // [vocab, hidden]
   std::vector<float> out_norm, out_norm_bias;  // [hidden]
-  std::vector<float> lm_head;   // [vocab, hidden]; empty when tied (embed is used) or rank > 0
+  WeightMatrix lm_head;         // [vocab, hidden]; empty when tied (embed is used) or rank > 0
   std::vector<LayerWeights> layers;
 
-  const float* output_matrix() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
-  std::size_t bytes() const;
+  const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
+  std::size_t bytes() const;    // as held in memory
+  // What one decode step reads of the weights: every layer matrix and the output projection
+  // once (the embedding rows looked up, norms and biases are not counted).
+  std::size_t matrix_bytes_per_step() const;
 };
 
-// Loads and dequantizes this rank's share of `arch` (model::read_architecture(source), possibly
-// altered by a test). Throws model::ModelFileError for a missing or misshapen tensor (naming
-// it), std::invalid_argument for an impossible partition (model::check_shardable's message).
+// Loads this rank's share of `arch` (model::read_architecture(source), possibly altered by a
+// test), its matrices as `storage` says. Throws model::ModelFileError for a missing or
+// misshapen tensor (naming it), std::invalid_argument for an impossible partition
+// (model::check_shardable's message).
 ModelWeights load_weights(const model::TensorSource& source, const model::Architecture& arch,
-                          std::int32_t rank = 0, std::int32_t world = 1);
+                          std::int32_t rank = 0, std::int32_t world = 1,
+                          WeightStorage storage = WeightStorage::stored);
 
 }  // namespace actorlm::kernels::cpu

@@ -65,6 +65,7 @@ name = "falcon"
 path = "/models/falcon"
 preset = "falcon-40b"
 max_model_len = 8192
+weights = "f32"
 
 [sim]
 hardware = "a100"
@@ -126,6 +127,7 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.scheduler.priority_aging_per_s == 2.5);
   BOOST_TEST(c.model.name == "falcon");
   BOOST_TEST(c.model.path == "/models/falcon");
+  BOOST_TEST((c.model.weights == CpuWeights::f32));
   BOOST_TEST(c.model.preset == "falcon-40b");
   BOOST_TEST(c.model.max_model_len == 8192);
   BOOST_TEST(c.sim.hardware == "a100");
@@ -225,6 +227,13 @@ BOOST_AUTO_TEST_CASE(reports_several_errors_at_once) {
                                           "many.toml");
   BOOST_TEST(result.errors.size() == 7u, describe(result));
   BOOST_TEST((result.config == Config{}), "a config with errors is left at its defaults");
+}
+
+BOOST_AUTO_TEST_CASE(rejects_a_weights_type_the_cpu_backend_does_not_keep) {
+  const ParseResult result = parse_config("[model]\nweights = \"q4_1\"\n", "weights.toml");
+  BOOST_TEST_REQUIRE(result.errors.size() == 1u, describe(result));
+  BOOST_TEST(result.errors[0].key == "model.weights");
+  BOOST_TEST(result.errors[0].message.find("\"stored\"") != std::string::npos, describe(result));
 }
 
 BOOST_AUTO_TEST_CASE(reports_a_syntax_error_alone_with_its_position) {

@@ -263,6 +263,23 @@ BOOST_AUTO_TEST_CASE(read_f32_names_the_file_the_tensor_and_both_shapes) {
   BOOST_TEST(t.file->read_f32("w", right).size() == 8u);
 }
 
+BOOST_AUTO_TEST_CASE(read_stored_gives_the_bytes_in_the_file_and_checks_like_read_f32) {
+  GgufBuilder b;
+  const Bytes data = sample_bytes(DType::q4_1, 64);  // [2, 32]: two Q4_1 blocks
+  b.tensor("q", {32, 2}, Q4_1, data);
+  TempGguf t(b);
+  const std::vector<std::int64_t> right{2, 32}, wrong{32, 2};
+  const auto stored = t.file->read_stored("q", right);
+  BOOST_TEST((stored.info->dtype == DType::q4_1));
+  BOOST_TEST_REQUIRE(stored.bytes.size() == data.size());
+  BOOST_TEST(std::equal(data.begin(), data.end(), stored.bytes.begin(),
+                        [](std::uint8_t a, std::byte c) { return a == static_cast<std::uint8_t>(c); }));
+  BOOST_CHECK_EXCEPTION(t.file->read_stored("q", wrong), ModelFileError, [&](const ModelFileError& e) {
+    return std::string(e.what()) == t.path + ": tensor 'q' has shape [2, 32], expected [32, 2]";
+  });
+  BOOST_CHECK_THROW(t.file->read_stored("r"), ModelFileError);
+}
+
 BOOST_AUTO_TEST_CASE(reads_the_reference_file_written_by_the_gguf_python_package) {
   const auto f = GgufFile::open(ACTORLM_FORMAT_FIXTURES "/reference.gguf");
   BOOST_TEST(f->get_string("general.architecture") == std::optional<std::string>("llama"));

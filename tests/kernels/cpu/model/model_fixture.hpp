@@ -42,11 +42,12 @@ struct LoadedModel {
   kernels::cpu::ModelWeights weights;
 };
 
-inline LoadedModel load_model(const std::string& name, std::int32_t rank = 0, std::int32_t world = 1) {
+inline LoadedModel load_model(const std::string& name, std::int32_t rank = 0, std::int32_t world = 1,
+                              kernels::cpu::WeightStorage storage = kernels::cpu::WeightStorage::stored) {
   LoadedModel m;
   m.source = model::open_tensor_source(fixture(name));
   m.spec = model::read_architecture(*m.source);
-  m.weights = kernels::cpu::load_weights(*m.source, m.spec, rank, world);
+  m.weights = kernels::cpu::load_weights(*m.source, m.spec, rank, world, storage);
   return m;
 }
 

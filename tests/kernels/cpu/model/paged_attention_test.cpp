@@ -81,14 +81,14 @@ BOOST_DATA_TEST_CASE(paged_attention_equals_dense_causal_attention, boost::unit_
   const KvPlaneView kp{kmem.data(), num_blocks, c.kv_heads, c.block_size, hd};
   const KvPlaneView vp{vmem.data(), num_blocks, c.kv_heads, c.block_size, hd};
 
-  AttentionScratch scratch;
+  ThreadPool pool(3);  // heads and rows spread over threads: the same results
   double worst = 0;
   for (std::uint32_t first = 0; first < c.context; first += c.chunk) {
     const std::uint32_t n = std::min(c.chunk, c.context - first);
     write_kv(kp, vp, table, first, n, &k[first * kvw], &v[first * kvw], kvw);
     std::vector<float> out(std::size_t(n) * qw);
     paged_attention(kp, vp, table, first, n, &q[first * qw], qw, c.q_heads,
-                    1.0f / std::sqrt(float(hd)), out.data(), scratch);
+                    1.0f / std::sqrt(float(hd)), out.data(), &pool);
     const auto ref = dense(std::vector<float>(q.begin() + first * qw, q.end()), k, v, c, first, n);
     for (std::size_t i = 0; i < out.size(); ++i) worst = actorlm::testing::nan_max(worst, std::abs(out[i] - ref[i]));
   }
@@ -100,8 +100,7 @@ BOOST_AUTO_TEST_CASE(rejects_a_block_table_that_does_not_cover_the_positions) {
   std::vector<float> mem(4 * 2 * 8, 0.0f), q(8, 0.0f), out(8);
   const KvPlaneView p{mem.data(), 4, 1, 2, 8};
   std::vector<std::uint32_t> table{1};
-  AttentionScratch s;
-  BOOST_CHECK_THROW(paged_attention(p, p, table, 2, 1, q.data(), 8, 1, 1.0f, out.data(), s), std::out_of_range);
+  BOOST_CHECK_THROW(paged_attention(p, p, table, 2, 1, q.data(), 8, 1, 1.0f, out.data()), std::out_of_range);
   std::vector<std::uint32_t> bad{9};
   BOOST_CHECK_THROW(write_kv(p, p, bad, 0, 1, q.data(), q.data(), 8), std::out_of_range);
 }

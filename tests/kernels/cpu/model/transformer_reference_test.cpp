@@ -1,7 +1,8 @@
 // The cpu forward against HF transformers: tiny random Llama and Falcon models (both Falcon
 // designs) in safetensors (F32, BF16, sharded) and GGUF (F32, F16, Q8_0, Q4_0, Q4_1), whose
 // reference logits and greedy continuations were computed by transformers on the same weights
-// (for GGUF: the dequantized weights). Also: chunked prefill equals one-shot prefill, and
+// (for GGUF: the dequantized weights), with the weights kept as stored and dequantized at load
+// (WeightStorage). Also: chunked prefill equals one-shot prefill, and
 // decoding token by token equals the prompt's logits row by row.
 #define BOOST_TEST_MODULE transformer_reference
 #include <boost/test/data/test_case.hpp>
@@ -16,6 +17,10 @@
 using namespace actorlm;
 using namespace actorlm::kernels::cpu;
 using actorlm::testing::fixture;
+
+namespace actorlm::kernels::cpu {
+std::ostream& operator<<(std::ostream& o, WeightStorage s) { return o << (s == WeightStorage::f32 ? "f32" : "stored"); }
+}  // namespace actorlm::kernels::cpu
 
 namespace {
 
@@ -73,14 +78,35 @@ std::int32_t argmax(const std::vector<float>& v) {
   return static_cast<std::int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+double top2_margin(std::vector<float> v) {
+  std::partial_sort(v.begin(), v.begin() + 2, v.end(), std::greater<>());
+  return double(v[0]) - double(v[1]);
+}
+
+const WeightStorage storages[] = {WeightStorage::stored, WeightStorage::f32};
+
+// Float weights (and float activations): rounding only, 5e-5. Integer weight types in their
+// stored form multiply 16-bit activations (quant_dot.hpp), each off by up to max|x| / 65534 in
+// its block of 32; through two layers of these 64-wide random models that moved logits (spanning
+// about 12) by 1.1e-3 (Q8_0), 0.9e-3 (Q4_0) and 1.0e-3 (Q4_1) when measured; the bound is 5e-3.
+// (8-bit activations, llama.cpp's choice, moved them by 0.21 to 0.30.)
+double logit_tolerance(const ModelWeights& w) {
+  const auto integer = [](const WeightMatrix& m) { return is_integer_type(m.dtype); };
+  bool any = integer(w.embed) || integer(w.lm_head);
+  for (const auto& l : w.layers) any = any || integer(l.wqkv) || integer(l.wo) || integer(l.w_up) || integer(l.w_down);
+  return any ? 5e-3 : 5e-5;
+}
+
 }  // namespace
 
-BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers, boost::unit_test::data::make(cases), c) {
-  auto m = actorlm::testing::load_model(c.model);
+BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers,
+                     boost::unit_test::data::make(cases) * boost::unit_test::data::make(storages), c, storage) {
+  auto m = actorlm::testing::load_model(c.model, 0, 1, storage);
   BOOST_TEST((m.spec.family == c.family));
   BOOST_TEST(m.spec.tied_embeddings == c.tied);
   BOOST_TEST(m.spec.two_norms() == c.two_norms);
   const auto ref = actorlm::testing::load_reference(c.reference);
+  const double tolerance = logit_tolerance(m.weights);
 
   Transformer t(m.weights);
   KvCache cache(m.spec, m.weights.heads, block_size, num_blocks, 0);
@@ -89,28 +115,57 @@ BOOST_DATA_TEST_CASE(logits_and_greedy_tokens_match_transformers, boost::unit_te
   const auto rows = run_prompt(t, cache, ref.prompt, table, static_cast<std::uint32_t>(ref.prompt.size()));
   BOOST_REQUIRE_EQUAL(rows.size(), ref.logits.size());
   double worst = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) worst = actorlm::testing::nan_max(worst, max_abs_diff(rows[i], ref.logits[i]));
-  BOOST_TEST_MESSAGE(c.model << ": max |logit - transformers| = " << worst);
-  BOOST_TEST(worst < 5e-5);
+  std::size_t top1_differs = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    worst = actorlm::testing::nan_max(worst, max_abs_diff(rows[i], ref.logits[i]));
+    if (argmax(rows[i]) != argmax(ref.logits[i])) {
+      ++top1_differs;
+      // Only where transformers' own top two are closer than the tolerance: a near tie.
+      BOOST_TEST(top2_margin(ref.logits[i]) < tolerance, "top-1 differs at prompt position " << i);
+    }
+  }
+  BOOST_TEST_MESSAGE(c.model << " (" << storage << "): max |logit - transformers| = " << worst
+                             << ", top-1 differs at " << top1_differs << " of " << rows.size() << " positions");
+  BOOST_TEST(worst < tolerance);
 
-  // Greedy decoding, one token per step, through the paged cache.
+  // Greedy decoding, one token per step, through the paged cache: the same tokens as
+  // transformers up to a step where its top two were within the tolerance (after a near tie
+  // either choice is right, and the continuations part).
   std::vector<std::int32_t> out{argmax(rows.back())};
   std::vector<float> logits;
-  while (out.size() < ref.greedy.size()) {
+  while (out.size() < ref.greedy.size() && out.back() == ref.greedy[out.size() - 1]) {
     const std::int32_t tok = out.back();
     const auto pos = static_cast<std::uint32_t>(ref.prompt.size() + out.size() - 1);
     ForwardSeq s{{&tok, 1}, pos, table, true, false};
     t.forward({&s, 1}, cache, true, logits);
     out.push_back(argmax(logits));
   }
-  BOOST_TEST(out == ref.greedy, boost::test_tools::per_element());
+  const std::size_t last = out.size() - 1;
+  if (out[last] != ref.greedy[last]) {
+    BOOST_TEST_MESSAGE(c.model << " (" << storage << "): greedy parts from transformers at step " << last
+                               << ", where its top-2 margin is " << ref.margins.at(last));
+    BOOST_TEST(ref.margins.at(last) < tolerance, "greedy token " << last << " differs");
+  } else {
+    BOOST_TEST(out.size() == ref.greedy.size());
+  }
 }
 
 BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
                      boost::unit_test::data::make({1u, 3u, 5u, 8u}), chunk) {
-  for (const char* name : {"llama", "falcon-40b-style"}) {
+  // Float weights: BLAS GEMMs round differently for other shapes, 1e-4. Q4_1 weights as stored:
+  // the kernels and attention compute each row on its own (quant_dot.hpp, paged_attention.hpp),
+  // so the same bits.
+  struct Model {
+    const char* name;
+    const char* reference;
+    double tolerance;
+  };
+  const Model models[] = {{"llama", "llama.reference.json", 1e-4},
+                          {"falcon-40b-style", "falcon-40b-style.reference.json", 1e-4},
+                          {"llama-q4_1.gguf", "llama-q4_1.reference.json", 0.0}};
+  for (const auto& [name, reference, tolerance] : models) {
     auto m = actorlm::testing::load_model(name);
-    const auto ref = actorlm::testing::load_reference(std::string(name) + ".reference.json");
+    const auto ref = actorlm::testing::load_reference(reference);
     Transformer t(m.weights);
     KvCache a(m.spec, m.weights.heads, block_size, num_blocks, 0), b(m.spec, m.weights.heads, block_size, num_blocks, 0);
     const auto table = actorlm::testing::shuffled_table(num_blocks, block_size, 24, chunk);
@@ -119,7 +174,7 @@ BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
     double worst = 0;
     for (std::size_t i = 0; i < whole.size(); ++i) worst = actorlm::testing::nan_max(worst, max_abs_diff(whole[i], chunked[i]));
     BOOST_TEST_MESSAGE(name << " chunk " << chunk << ": max diff " << worst);
-    BOOST_TEST(worst < 1e-4);
+    BOOST_TEST(worst <= tolerance);
   }
 }
 

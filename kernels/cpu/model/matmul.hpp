@@ -1,0 +1,42 @@
+#pragma once
+// y[m, n] = x[m, k] . w[n, k]^T for a weight in any stored type, its output rows split over the
+// pool's threads (each weight byte read once per call):
+// - F32 weights: OpenBLAS sgemm on each thread's panel of rows (one call over the whole matrix
+//   when the pool has one thread, OpenBLAS then threading it as configured);
+// - other types, fewer than panel_min_rows activation rows (decode): quant_dot.hpp's kernels
+//   (integer types on activations quantized to 16-bit blocks once per call), chosen by CPU
+//   features;
+// - other types, more rows (prefill, large batches): the matrix dequantized whole on the pool
+//   (panels of each thread's rows for matrices over 2^22 weights) and OpenBLAS sgemm on it, each
+//   thread taking a share of the activation rows; integer types multiply the same 16-bit
+//   activations (codes times scales, in float), so the two paths differ by float rounding only.
+
+#include "kernels/cpu/model/quant_dot.hpp"
+#include "kernels/cpu/thread_pool.hpp"
+
+#include <vector>
+
+namespace actorlm::kernels::cpu {
+
+// Where dequantized panels and sgemm overtake the kernels, measured on SmolLM2 Q4_1 on 2 Zen 3
+// cores (all of a step's GEMMs, tokens/s, kernels vs panels): m = 16: 308 vs 248; m = 32: 298
+// vs 339; m = 64: 336 vs 408; m = 512: 260 vs 479.
+constexpr std::int64_t default_panel_min_rows = 32;
+
+struct MatmulParams {
+  const float* x = nullptr;          // [m, k]
+  std::int64_t m = 0;
+  const WeightMatrix* w = nullptr;   // [n, k]
+  float* y = nullptr;                // [m, n]
+  std::int64_t panel_min_rows = default_panel_min_rows;
+};
+
+struct MatmulScratch {
+  std::vector<Q16Block> xq;  // [m, k / 32]: the activations' 16-bit blocks
+  std::vector<float> xf;     // [m, k]: the same as floats, for the sgemm path
+  std::vector<float> wf;     // [n, k]: the weights as floats, for the sgemm path
+};
+
+void matmul(const MatmulParams& p, ThreadPool& pool, MatmulScratch& scratch);
+
+}  // namespace actorlm::kernels::cpu

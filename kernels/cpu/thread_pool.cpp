@@ -1,0 +1,101 @@
+#include "kernels/cpu/thread_pool.hpp"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ACTORLM_PAUSE() _mm_pause()
+#else
+#define ACTORLM_PAUSE() std::atomic_signal_fence(std::memory_order_seq_cst)
+#endif
+
+namespace actorlm::kernels::cpu {
+
+namespace {
+
+// Pause-loop iterations before sleeping: a few microseconds (a pause is 10-140 cycles depending
+// on the core), about the gap between two GEMMs of one decode step.
+constexpr int spin_iterations = 2000;
+
+template <class Ready>
+bool spin_until(Ready ready) {
+  for (int i = 0; i < spin_iterations; ++i) {
+    if (ready()) return true;
+    ACTORLM_PAUSE();
+  }
+  return ready();
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(std::int32_t threads) {
+  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { worker(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (auto& w : workers_) w.join();
+}
+
+void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t ranges, std::int32_t t,
+                       std::int64_t& begin, std::int64_t& end) {
+  const std::int64_t units = (n + grain - 1) / grain;
+  begin = std::min(n, units * t / ranges * grain);
+  end = t + 1 == ranges ? n : std::min(n, units * (t + 1) / ranges * grain);
+}
+
+void ThreadPool::run_ranges(const Task& t) {
+  const std::int32_t ranges = size() * t.chunks;
+  for (std::int32_t i = next_range_.fetch_add(1, std::memory_order_relaxed); i < ranges;
+       i = next_range_.fetch_add(1, std::memory_order_relaxed)) {
+    std::int64_t b = 0, e = 0;
+    split(t.n, t.grain, ranges, i, b, e);
+    if (b < e) t.call(t.fn, b, e);
+  }
+}
+
+void ThreadPool::run(const Task& t) {
+  if (workers_.empty() || t.n <= t.grain) {
+    if (t.n > 0) t.call(t.fn, 0, t.n);
+    return;
+  }
+  task_ = t;
+  next_range_.store(0, std::memory_order_relaxed);
+  pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
+  {
+    // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
+    std::lock_guard lock(mutex_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  run_ranges(t);
+  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock lock(mutex_);
+    done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+}
+
+void ThreadPool::worker() {
+  std::uint64_t seen = 0;
+  for (;;) {
+    const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spin_until(changed)) {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, changed);
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load()) return;
+    run_ranges(task_);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard lock(mutex_);  // the caller may be between its check and its sleep
+      done_.notify_one();
+    }
+  }
+}
+
+}  // namespace actorlm::kernels::cpu

@@ -1,0 +1,47 @@
+// kernels/cpu/thread_pool.hpp: every index runs exactly once, ranges follow the documented split,
+// and the pool survives many tasks in a row (the pattern of a forward: hundreds per step).
+#define BOOST_TEST_MODULE thread_pool
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/cpu/thread_pool.hpp"
+
+#include <atomic>
+#include <vector>
+
+using actorlm::kernels::cpu::ThreadPool;
+
+BOOST_DATA_TEST_CASE(every_index_runs_exactly_once, boost::unit_test::data::make({1, 2, 3, 5}), threads) {
+  ThreadPool pool(threads);
+  BOOST_TEST(pool.size() == threads);
+  for (std::int64_t n : {0, 1, 7, 16, 100, 1000}) {
+    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+    pool.parallel_for(n, 4, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+    });
+    for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(hits[static_cast<std::size_t>(i)].load() == 1, "n " << n << " i " << i);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ranges_are_whole_grains_and_cover_the_work_in_order) {
+  for (std::int32_t threads : {1, 2, 3, 4}) {
+    std::int64_t expect = 0;
+    for (std::int32_t t = 0; t < threads; ++t) {
+      std::int64_t b = 0, e = 0;
+      ThreadPool::split(1000, 16, threads, t, b, e);
+      BOOST_TEST(b == expect);
+      BOOST_TEST(b % 16 == 0);
+      if (t + 1 < threads) BOOST_TEST(e % 16 == 0);
+      expect = e;
+    }
+    BOOST_TEST(expect == 1000);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(many_tasks_in_a_row_all_complete) {
+  ThreadPool pool(2);
+  std::atomic<std::int64_t> sum{0};
+  for (int task = 0; task < 20000; ++task)
+    pool.parallel_for(64, 8, [&](std::int64_t b, std::int64_t e) { sum += e - b; });
+  BOOST_TEST(sum.load() == 20000 * 64);
+}
