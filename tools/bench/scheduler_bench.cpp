@@ -104,7 +104,9 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   cfg.scheduler.max_num_batched_tokens = running * 16;
   // Long outputs, so nobody finishes before the measured iterations are over, however long
   // submitting every request takes.
-  const std::uint32_t max_tokens = steps + 2048;
+  // (A loaded machine once took longer to submit 256 requests than 2,048 steps last: the first
+  // ones finished and the wait for all of them to run never ended.)
+  const std::uint32_t max_tokens = steps + 16384;
   const std::uint32_t max_len = 16 + max_tokens;
   cfg.model.max_model_len = max_len;
   const std::uint32_t blocks = running * (max_len / 16 + 2);
@@ -124,14 +126,22 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   auto wait_until = [&](auto done, const char* what) {
     while (!done()) {
-      if (std::chrono::steady_clock::now() > deadline)
-        throw std::runtime_error(std::string("bench scheduler: timed out waiting for ") + what);
+      if (std::chrono::steady_clock::now() > deadline) {
+        const auto st = eng.stats();
+        throw std::runtime_error(std::string("bench scheduler: timed out waiting for ") + what +
+                                 " (running " + std::to_string(st.counts.running) + ", waiting " +
+                                 std::to_string(st.counts.waiting) + ", steps " + std::to_string(st.steps) +
+                                 ", free blocks " + std::to_string(st.kv.device_free) + ")");
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   };
   // Wait until every request decodes, drop what came before, then measure `steps` iterations.
   wait_until([&] {
     const auto st = eng.stats();
+    if (st.counts.running + st.counts.waiting + st.counts.swapped < running)
+      throw std::runtime_error("bench scheduler: requests finished before all were submitted "
+                               "(the machine is too loaded for this measurement)");
     return st.counts.running == running && st.counts.waiting == 0;
   }, "every request to run");
   eng.take_step_records();
