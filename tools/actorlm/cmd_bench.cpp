@@ -55,6 +55,7 @@ int run_scheduler(std::uint32_t steps, std::uint32_t threads) {
     const std::string n = std::to_string(p.running);
     j["step_overhead_us_" + n] = p.step_overhead_us;
     j["step_p90_us_" + n] = p.p90_us;
+    j["policy_step_us_" + n] = p.policy_step_us;
     j["measured_steps_" + n] = p.steps;
     j["step_bytes_" + n] = p.step_bytes;
     j["step_bytes_full_format_" + n] = p.step_bytes_full_format;

@@ -1,6 +1,8 @@
 #include "tools/bench/scheduler_bench.hpp"
 
 #include "actors/engine/engine.hpp"
+#include "actors/kv/block_manager_batch.hpp"
+#include "actors/scheduler/scheduler.hpp"
 #include "tools/bench/timing.hpp"
 
 #include <caf/actor_system.hpp>
@@ -174,6 +176,44 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   return p;
 }
 
+// The same decode steps through the policies directly: no actors, no threads, no messages.
+double policy_step_us(std::uint32_t running, std::uint32_t steps) {
+  scheduler::SchedulerOptions o;
+  o.max_num_seqs = running;
+  o.max_num_batched_tokens = running * 16;
+  const std::uint32_t max_tokens = steps + 64;
+  o.max_model_len = 16 + max_tokens;
+  o.num_device_blocks = running * (o.max_model_len / 16 + 2);
+  scheduler::Scheduler policy(o);
+  kv::BlockManagerOptions bo;
+  bo.num_device_blocks = o.num_device_blocks;
+  bo.block_size = o.block_size;
+  kv::BlockManager bm(bo);
+  for (std::uint32_t i = 0; i < running; ++i) {
+    scheduler::RequestSpec spec;
+    spec.id = i + 1;
+    spec.prompt.assign(16, kv::TokenId(i % 1000));
+    spec.max_tokens = max_tokens;
+    if (policy.submit(std::move(spec), 0) != scheduler::SubmitStatus::accepted)
+      throw std::runtime_error("bench scheduler: the policy refused a request");
+  }
+  std::vector<double> times;
+  for (std::uint32_t k = 0; k < steps + 2; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto req = policy.plan(k);
+    if (!req) throw std::runtime_error("bench scheduler: the policy planned nothing");
+    const auto step = policy.on_reserved(kv::apply_reservation(bm, *req));
+    shard::StepResult r;
+    r.step_id = step.id;
+    for (const auto& w : step.seqs)
+      for (std::uint32_t j = 0; j < w.num_samples; ++j) r.tokens.push_back({w.seq, 1, 0.0f, {}});
+    policy.on_executed(r, k);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (k >= 2) times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());  // decode only
+  }
+  return median(std::move(times));
+}
+
 }  // namespace
 
 std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions& opt) {
@@ -186,6 +226,7 @@ std::vector<SchedulerBenchPoint> run_scheduler_bench(const SchedulerBenchOptions
     if (opt.progress) opt.progress(std::to_string(n) + " running sequences, " +
                                    std::to_string(opt.steps) + " decode steps");
     out.push_back(measure(sys, n, opt.steps));
+    out.back().policy_step_us = policy_step_us(n, opt.steps);
   }
   return out;
 }

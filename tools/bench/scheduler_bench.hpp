@@ -21,6 +21,9 @@ struct SchedulerBenchPoint {
   std::uint32_t running = 0;
   double step_overhead_us = 0;  // median over the measured decode iterations
   double p90_us = 0;
+  // The policies alone, on one thread without actors (Scheduler::plan, apply_reservation,
+  // on_reserved, on_executed): median per decode step. step_overhead_us minus this is messaging.
+  double policy_step_us = 0;
   std::uint32_t steps = 0;
   std::uint64_t step_bytes = 0;  // one decode step's Step message, serialized for the network
   std::uint64_t step_bytes_full_format = 0;  // the same step as the protocol before deltas sent it
