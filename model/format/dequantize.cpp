@@ -27,13 +27,6 @@ std::uint64_t block_bytes(DType t) {
   return 0;
 }
 
-// Stored data carries no alignment promise (general.alignment may be 1): read through memcpy.
-std::uint16_t load_u16(const std::byte* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 }  // namespace
 
 float f16_to_f32(std::uint16_t h) {

@@ -7,6 +7,8 @@
 #include "model/format/tensor_source.hpp"
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <optional>
 
 namespace actorlm::model {
@@ -19,6 +21,12 @@ std::optional<std::uint64_t> storage_bytes(DType t, std::int64_t n);
 // src holds exactly storage_bytes(t, out.size()) bytes.
 void dequantize(DType t, const std::byte* src, std::span<float> out);
 
+// Stored data carries no alignment promise (general.alignment may be 1): read through memcpy.
+inline std::uint16_t load_u16(const std::byte* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 float f16_to_f32(std::uint16_t h);
 float bf16_to_f32(std::uint16_t h);
 

@@ -20,12 +20,7 @@ namespace actorlm::kernels::cpu {
 namespace {
 
 using model::DType;
-
-std::uint16_t load_u16(const std::byte* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using model::load_u16;
 
 float f16(const std::byte* p) { return _cvtsh_ss(load_u16(p)); }
 

@@ -12,12 +12,7 @@ namespace actorlm::kernels::cpu {
 namespace {
 
 using model::DType;
-
-std::uint16_t load_u16(const std::byte* p) {
-  std::uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using model::load_u16;
 
 void quantize(const float* x, std::int64_t k, Q16Block* out) {
   for (std::int64_t b = 0; b < k / act_block; ++b, x += act_block) {
