@@ -45,7 +45,12 @@ void read_server(TableReader& r, ServerConfig& c) {
   r.integer("max_body_bytes", c.max_body_bytes, {1 << 10, 1 << 30});
   r.number("drain_timeout_s", c.drain_timeout_s, {0, 3600});
   r.boolean("log_prompts", c.log_prompts);
-  r.integer("threads", c.threads, {1, 65536});
+  r.integer("io_threads", c.io_threads, {1, 64});
+  r.integer("max_connections", c.max_connections, {1, 1000000});
+  r.number("header_timeout_s", c.header_timeout_s, {0, 3600, /*lo_open=*/true});
+  r.number("body_timeout_s", c.body_timeout_s, {0, 3600, /*lo_open=*/true});
+  r.number("keep_alive_timeout_s", c.keep_alive_timeout_s, {0, 3600, /*lo_open=*/true});
+  r.number("write_timeout_s", c.write_timeout_s, {0, 3600, /*lo_open=*/true});
 }
 
 void read_engine(TableReader& r, EngineConfig& c) {

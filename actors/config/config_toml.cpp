@@ -104,7 +104,12 @@ std::string to_toml(const Config& c) {
   w.entry("max_body_bytes", c.server.max_body_bytes);
   w.entry("drain_timeout_s", c.server.drain_timeout_s);
   w.entry("log_prompts", c.server.log_prompts);
-  w.entry("threads", c.server.threads);
+  w.entry("io_threads", c.server.io_threads);
+  w.entry("max_connections", c.server.max_connections);
+  w.entry("header_timeout_s", c.server.header_timeout_s);
+  w.entry("body_timeout_s", c.server.body_timeout_s);
+  w.entry("keep_alive_timeout_s", c.server.keep_alive_timeout_s);
+  w.entry("write_timeout_s", c.server.write_timeout_s);
 
   w.section("engine");
   w.entry("backend", to_string(c.engine.backend));

@@ -15,28 +15,10 @@ std::uint64_t random_seed() {
 
 }  // namespace
 
-std::string CompletionSession::engine_failure() const {
-  try {
-    const auto stats = model_.engine().stats();
-    return stats.failure.empty() ? "(no reason given)" : stats.failure;
-  } catch (const std::exception& e) {
-    return e.what();  // the scheduler itself is gone
-  }
-}
+CompletionSession::CompletionSession(serving::ServedModel& model, CompletionRequest req, std::atomic<std::uint64_t>& ids)
+    : model_(model), req_(std::move(req)), next_id_(ids) {}
 
-CompletionSession::CompletionSession(caf::actor_system& sys, serving::ServedModel& model, CompletionRequest req,
-                                     std::atomic<std::uint64_t>& ids)
-    : sys_(sys), model_(model), req_(std::move(req)), next_id_(ids) {}
-
-CompletionSession::~CompletionSession() { abort_all(); }
-
-void CompletionSession::abort_all() {
-  if (finished_ == choices_.size()) return;
-  for (auto id : ids_) model_.engine().abort(id);
-  finished_ = static_cast<std::uint32_t>(choices_.size());
-}
-
-std::optional<ApiError> CompletionSession::start() {
+std::optional<ApiError> CompletionSession::prepare() {
   // Prompts as token ids, each checked against the context length and the vocabulary.
   std::vector<std::vector<model::Token>> prompts;
   const bool chat = req_.endpoint == Endpoint::chat;
@@ -74,12 +56,10 @@ std::optional<ApiError> CompletionSession::start() {
                                std::to_string(max_tokens) + ") is more than the context length (" + std::to_string(limit) + ")",
                       "invalid_request_error", "max_tokens", "context_length_exceeded"};
   }
-  channel_ = std::make_unique<RequestChannel>(sys_, model_.engine().actors().scheduler);
   const std::uint64_t seed = req_.seed.value_or(random_seed());
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const auto len = static_cast<std::uint32_t>(prompts[i].size());
     const std::uint32_t max_tokens = req_.max_tokens.value_or(chat ? limit - len : 16);
-    prompt_tokens_ += len;
     scheduler::RequestSpec spec = model_.request(next_id_.fetch_add(1), std::move(prompts[i]), max_tokens);
     spec.n = req_.n;
     spec.priority = req_.priority;
@@ -92,26 +72,38 @@ std::optional<ApiError> CompletionSession::start() {
     spec.sampling.top_logprobs = req_.top_logprobs;
     spec.sampling.presence_penalty = req_.presence_penalty;
     spec.sampling.frequency_penalty = req_.frequency_penalty;
-    const auto id = spec.id;
-    const auto status = model_.engine().submit(std::move(spec), channel_->sink());
-    if (status != scheduler::SubmitStatus::accepted) {
-      abort_all();  // the prompts submitted before this one
-      switch (status) {
-        case scheduler::SubmitStatus::queue_full:
-          return ApiError{429, "the server's waiting queue is full; retry later", "rate_limit_error", "", "queue_full"};
-        case scheduler::SubmitStatus::unavailable:
-          return ApiError{503, "the engine is unavailable and takes no new requests: " + engine_failure(),
-                          "service_unavailable", "", "engine_unhealthy"};
-        case scheduler::SubmitStatus::too_long:
-          return ApiError{400, "max_tokens: the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-                                   std::to_string(max_tokens) + ") can never fit in the KV cache or the step's token budget",
-                          "invalid_request_error", "max_tokens", "context_length_exceeded"};
-        default:
-          return ApiError{400, "the engine refused the request's parameters", "invalid_request_error", "", "invalid_value"};
-      }
+    ids_.push_back(spec.id);
+    prompt_lens_.push_back(len);
+    specs_.push_back(std::move(spec));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> CompletionSession::on_submitted(const std::vector<scheduler::SubmitStatus>& status,
+                                                        const std::string& reason) {
+  for (std::size_t i = 0; i < status.size() && i < ids_.size(); ++i) {
+    const std::uint32_t len = prompt_lens_[i];
+    const std::uint32_t max_tokens = req_.max_tokens.value_or(req_.endpoint == Endpoint::chat ? model_.max_model_len() - len : 16);
+    switch (status[i]) {
+      case scheduler::SubmitStatus::accepted:
+        continue;
+      case scheduler::SubmitStatus::queue_full:
+        return ApiError{429, "the server's waiting queue is full; retry later", "rate_limit_error", "", "queue_full"};
+      case scheduler::SubmitStatus::unavailable:
+        return ApiError{503, "the engine is unavailable and takes no new requests: " + reason, "service_unavailable", "",
+                        "engine_unhealthy"};
+      case scheduler::SubmitStatus::too_long:
+        return ApiError{400, "max_tokens: the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
+                                 std::to_string(max_tokens) + ") can never fit in the KV cache or the step's token budget",
+                        "invalid_request_error", "max_tokens", "context_length_exceeded"};
+      default:
+        return ApiError{400, "the engine refused the request's parameters", "invalid_request_error", "", "invalid_value"};
     }
-    ids_.push_back(id);
+  }
+  for (std::size_t i = 0; i < ids_.size(); ++i) {
+    prompt_tokens_ += prompt_lens_[i];
     released_.push_back(false);
+    ended_samples_.push_back(0);
     for (std::uint32_t s = 0; s < req_.n; ++s)
       choices_.push_back(Choice{model_.codec().detokenizer(), StopMatcher(req_.stop), false});
   }
@@ -120,6 +112,11 @@ std::optional<ApiError> CompletionSession::start() {
 
 std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   std::vector<ChoiceDelta> out;
+  if (!b.failure.empty() && b.tokens.empty() && b.finished.empty()) {
+    failure_ = b.failure;
+    std::fill(ended_samples_.begin(), ended_samples_.end(), req_.n);  // nothing left to abort
+    return out;
+  }
   auto index_of = [&](scheduler::RequestId id, std::uint32_t sample) -> std::uint32_t {
     for (std::size_t p = 0; p < ids_.size(); ++p)
       if (ids_[p] == id) return static_cast<std::uint32_t>(p) * req_.n + sample;
@@ -154,7 +151,9 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   }
   for (const auto& f : b.finished) {
     const auto index = index_of(f.request, f.sample);
-    if (index >= choices_.size() || choices_[index].done) continue;
+    if (index >= choices_.size()) continue;
+    ++ended_samples_[index / req_.n];
+    if (choices_[index].done) continue;
     Choice& c = choices_[index];
     if (f.reason == scheduler::FinishReason::error) {  // no delta: the caller reports the failure
       c.done = true;
@@ -172,41 +171,25 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   return out;
 }
 
-bool CompletionSession::run(const std::function<bool(const ChoiceDelta&)>& emit, const std::function<bool()>& alive) {
-  while (finished_ < choices_.size()) {
-    auto batch = channel_->wait(std::chrono::milliseconds(50));
-    if (!batch.failure.empty() && batch.tokens.empty() && batch.finished.empty()) {
-      failure_ = batch.failure;
-      finished_ = static_cast<std::uint32_t>(choices_.size());  // nothing left to abort
-      return false;
-    }
-    if (batch.tokens.empty() && batch.finished.empty()) {
-      if (!alive()) {
-        abort_all();
-        return false;
-      }
-      continue;
-    }
-    for (const auto& d : on_batch(batch))
-      if (!emit(d)) {
-        abort_all();
-        return false;
-      }
-    if (!failure_.empty()) {  // a sample ended with FinishReason::error: the call fails as a whole
-      abort_all();
-      return false;
-    }
-    // Every choice of a request stopped by stop strings: the engine need not finish it.
-    for (std::size_t p = 0; p < ids_.size(); ++p) {
-      bool all = !released_[p];
-      for (std::uint32_t s = 0; s < req_.n && all; ++s) all = choices_[p * req_.n + s].done;
-      if (all) {
-        released_[p] = true;
-        model_.engine().abort(ids_[p]);  // false (unknown) when it finished by itself
-      }
+std::vector<scheduler::RequestId> CompletionSession::take_released() {
+  std::vector<scheduler::RequestId> out;
+  for (std::size_t p = 0; p < ids_.size() && p < released_.size(); ++p) {
+    if (released_[p] || ended_samples_[p] == req_.n) continue;
+    bool all = true;
+    for (std::uint32_t s = 0; s < req_.n && all; ++s) all = choices_[p * req_.n + s].done;
+    if (all) {
+      released_[p] = true;
+      out.push_back(ids_[p]);
     }
   }
-  return true;
+  return out;
+}
+
+std::vector<scheduler::RequestId> CompletionSession::unfinished() const {
+  std::vector<scheduler::RequestId> out;
+  for (std::size_t p = 0; p < ids_.size() && p < released_.size(); ++p)
+    if (!released_[p] && ended_samples_[p] < req_.n) out.push_back(ids_[p]);
+  return out;
 }
 
 }  // namespace actorlm::http

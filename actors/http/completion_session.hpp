@@ -6,7 +6,7 @@
 
 #include "actors/http/api_error.hpp"
 #include "actors/http/openai_request.hpp"
-#include "actors/http/request_channel.hpp"
+#include "actors/http/engine_bridge.hpp"
 #include "actors/http/stop_strings.hpp"
 #include "actors/serving/served_model.hpp"
 
@@ -34,17 +34,28 @@ struct ChoiceDelta {
 
 class CompletionSession {
  public:
-  CompletionSession(caf::actor_system&, serving::ServedModel&, CompletionRequest, std::atomic<std::uint64_t>& ids);
-  ~CompletionSession();  // aborts whatever is still running
+  CompletionSession(serving::ServedModel&, CompletionRequest, std::atomic<std::uint64_t>& ids);
 
-  // Tokenizes, checks lengths and submits; an error means nothing is running.
-  std::optional<ApiError> start();
-  // Pumps events until every choice has finished. `emit` gets each delta and returns false when
-  // the client has gone; `alive` is polled while nothing arrives and returns false likewise.
-  // Either makes the session abort its engine requests and return false, as does an engine failure
-  // or a sample that ends with FinishReason::error (see failure(): then the other engine requests of
-  // the call are aborted, and the tokens of the batch that carried the error were emitted first).
-  bool run(const std::function<bool(const ChoiceDelta&)>& emit, const std::function<bool()>& alive);
+  // Tokenizes and checks lengths, and builds the engine requests; an error means nothing is to
+  // run. Then take_specs() once, submit them, and hand the engine's answers to on_submitted().
+  std::optional<ApiError> prepare();
+  std::vector<scheduler::RequestSpec> take_specs() { return std::move(specs_); }
+  // One status per spec, in order (`reason`: why the engine is unavailable, when it is). An
+  // error means the call is refused: the caller aborts the ids() that were accepted.
+  std::optional<ApiError> on_submitted(const std::vector<scheduler::SubmitStatus>&, const std::string& reason);
+
+  // The text, logprobs and finish reasons that a batch of engine events makes, per choice. An
+  // engine failure, or a sample that ends with FinishReason::error, sets failure() (the tokens
+  // of the batch that carried the error come out first): the call then fails as a whole.
+  std::vector<ChoiceDelta> on_batch(const ChannelBatch&);
+  // Every choice has finished (or the call failed).
+  bool done() const { return finished_ == choices_.size() || !failure_.empty(); }
+  // Engine requests whose every choice a stop string ended: abort them, the engine need not
+  // finish them. Each is returned once.
+  std::vector<scheduler::RequestId> take_released();
+  // Engine requests that may still run: what to abort when the call is abandoned.
+  std::vector<scheduler::RequestId> unfinished() const;
+  const std::vector<scheduler::RequestId>& ids() const { return ids_; }
 
   const CompletionRequest& request() const { return req_; }
   std::uint32_t choices() const { return static_cast<std::uint32_t>(choices_.size()); }
@@ -60,17 +71,15 @@ class CompletionSession {
     StopMatcher stop;
     bool done = false;
   };
-  std::vector<ChoiceDelta> on_batch(const ChannelBatch&);
-  void abort_all();
-  std::string engine_failure() const;  // why the engine is unhealthy, for a refused submission
 
-  caf::actor_system& sys_;
   serving::ServedModel& model_;
   CompletionRequest req_;
   std::atomic<std::uint64_t>& next_id_;
-  std::vector<std::uint64_t> ids_;                     // engine request per prompt
-  std::vector<bool> released_;                         // per prompt: all its choices done
-  std::unique_ptr<RequestChannel> channel_;
+  std::vector<scheduler::RequestSpec> specs_;          // built by prepare()
+  std::vector<scheduler::RequestId> ids_;              // engine request per prompt
+  std::vector<std::uint32_t> prompt_lens_;             // per prompt
+  std::vector<bool> released_;                         // per prompt: all its choices done, aborted
+  std::vector<std::uint32_t> ended_samples_;           // per prompt: samples the engine finished
   std::vector<Choice> choices_;
   std::uint32_t finished_ = 0;
   std::uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;

@@ -1,127 +1,226 @@
 #include "actors/http/http_server.hpp"
 
-#include "actors/http/client_socket.hpp"
-#include "actors/http/completion_session.hpp"
-#include "actors/http/openai_response.hpp"
+#include "actors/http/api_call.hpp"
+#include "actors/http/connection.hpp"
 #include "actors/http/server_metrics.hpp"
 #include "actors/serving/served_model.hpp"
 
-#include <httplib.h>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
-
-#include <sys/socket.h>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 namespace actorlm::http {
 
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using Clock = SteadyClock;
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr auto kHeartbeat = std::chrono::milliseconds(200);  // idle time before probing the client
-
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.status == 429) res.set_header("Retry-After", "1");
-  res.set_content(e.to_json(), "application/json");
-}
+constexpr auto kSweep = std::chrono::milliseconds(250);         // deadline checks, keep-alive comments
+constexpr auto kStreamKeepAlive = std::chrono::seconds(10);     // an idle stream gets an SSE comment
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+Response json_response(beast_http::status status, std::string body) {
+  Response res{status, 11};
+  res.set(beast_http::field::content_type, "application/json");
+  res.body() = std::move(body);
+  return res;
+}
+
+// Closes every connection of a set (closing one can end others' answers, never remove others).
+void close_all(ConnectionSet& set) {
+  std::vector<std::shared_ptr<Connection>> all;
+  all.reserve(set.size());
+  for (auto* c : set) all.push_back(c->shared_from_this());
+  for (auto& c : all) c->close();
+}
+
 }  // namespace
 
+// One event loop and everything that lives on it. Members are destroyed in reverse order: the
+// loop (with the handlers that still hold connections) before the bridge and the set they use.
+struct IoThread {
+  ConnectionSet connections;
+  std::unique_ptr<EngineBridge> bridge;
+  std::unique_ptr<CallHost> host;
+  asio::io_context ctx{1};
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::optional<asio::steady_timer> sweep;
+  std::thread thread;  // none for the first: serve() runs it on the caller's thread
+};
+
 struct HttpServer::Impl {
-  Impl(caf::actor_system& s, serving::ServedModel& m, const config::Config& c)
-      : sys(s), model(m), cfg(c), served_name(c.model.name),
-        response_name(m.codec().synthetic() ? c.model.name + "-synthetic" : c.model.name) {}
+  Impl(caf::actor_system& s, serving::ServedModel& m, const config::Config& c);
 
   caf::actor_system& sys;
   serving::ServedModel& model;
   config::Config cfg;
   std::string served_name, response_name;
-  httplib::Server svr;
+  ConnectionLimits limits;
+  Router router;
+  std::vector<std::unique_ptr<IoThread>> io;
+  std::optional<tcp::acceptor> acceptor;
+  std::size_t next_io = 0;
+  asio::thread_pool blocking{1};  // engine queries that wait (/ready, /metrics): never on an I/O thread
   std::atomic<bool> draining{false}, stopping{false};
-  std::atomic<std::size_t> in_flight{0};
-  int listen_fd = -1;
+  std::atomic<std::size_t> in_flight{0}, connections{0};
   std::atomic<std::uint64_t> engine_ids{1}, response_ids{1};
   ServerMetrics metrics;
+
   std::mutex pump_mu;  // one drain of the engine's records at a time
   std::thread pump;
   std::mutex pump_wait_mu;
   std::condition_variable pump_cv;
   bool pump_stop = false;
-
   std::function<void(const std::vector<scheduler::RequestRecord>&)> observer;
 
-  void pump_records() {
-    std::lock_guard lock(pump_mu);
-    const auto records = model.engine().take_request_records();
-    metrics.record_requests(records);
-    if (observer && !records.empty()) observer(records);
-    metrics.record_steps(model.engine().take_step_records());
-  }
+  void pump_records();
+  void start_pump();
+  void stop_pump();
+  std::string engine_failure();
+  std::optional<ApiError> gate(const Request&) const;
+  bool authorized(const Request&) const;
 
-  void start_pump() {
-    pump = std::thread([this] {
-      std::unique_lock lock(pump_wait_mu);
-      while (!pump_cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return pump_stop; })) {
-        lock.unlock();
-        pump_records();
-        lock.lock();
-      }
-    });
-  }
+  void accept();
+  void arm_sweep(IoThread&);
+  void route(const std::shared_ptr<Connection>&, Request&&);
+  void complete(Endpoint, const std::shared_ptr<Connection>&, Request&&, IoThread&);
+  // Runs `answer` (which may wait on the engine) on the blocking pool, responds on `c`'s thread.
+  void respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer);
+  IoThread& thread_of(const std::shared_ptr<Connection>&);
+  void access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0);
+};
 
-  void stop_pump() {
-    {
-      std::lock_guard lock(pump_wait_mu);
-      pump_stop = true;
+HttpServer::Impl::Impl(caf::actor_system& s, serving::ServedModel& m, const config::Config& c)
+    : sys(s), model(m), cfg(c), served_name(c.model.name),
+      response_name(m.codec().synthetic() ? c.model.name + "-synthetic" : c.model.name) {
+  limits.header_timeout = seconds(c.server.header_timeout_s);
+  limits.body_timeout = seconds(c.server.body_timeout_s);
+  limits.keep_alive_timeout = seconds(c.server.keep_alive_timeout_s);
+  limits.write_timeout = seconds(c.server.write_timeout_s);
+  limits.max_body_bytes = static_cast<std::uint64_t>(c.server.max_body_bytes);
+  router = [this](const std::shared_ptr<Connection>& conn, Request&& req) { route(conn, std::move(req)); };
+  for (std::int64_t i = 0; i < c.server.io_threads; ++i) {
+    auto t = std::make_unique<IoThread>();
+    t->bridge = std::make_unique<EngineBridge>(sys, model.engine(), t->ctx);
+    t->host = std::make_unique<CallHost>(CallHost{*t->bridge, in_flight,
+        [this](const std::string& id, int status, const CompletionSession& session, Clock::time_point t0) {
+          access_log(id, status, &session, t0);
+        }});
+    t->work.emplace(t->ctx.get_executor());
+    t->sweep.emplace(t->ctx);
+    io.push_back(std::move(t));
+  }
+}
+
+void HttpServer::Impl::pump_records() {
+  std::lock_guard lock(pump_mu);
+  const auto records = model.engine().take_request_records();
+  metrics.record_requests(records);
+  if (observer && !records.empty()) observer(records);
+  metrics.record_steps(model.engine().take_step_records());
+}
+
+void HttpServer::Impl::start_pump() {
+  pump = std::thread([this] {
+    std::unique_lock lock(pump_wait_mu);
+    while (!pump_cv.wait_for(lock, std::chrono::milliseconds(500), [this] { return pump_stop; })) {
+      lock.unlock();
+      pump_records();
+      lock.lock();
     }
-    pump_cv.notify_all();
-    if (pump.joinable()) pump.join();
-  }
+  });
+}
 
-  // Why the engine is unhealthy (a lost shard or block manager); empty while it is healthy.
-  std::string engine_failure() {
+void HttpServer::Impl::stop_pump() {
+  {
+    std::lock_guard lock(pump_wait_mu);
+    pump_stop = true;
+  }
+  pump_cv.notify_all();
+  if (pump.joinable()) pump.join();
+}
+
+// Why the engine is unhealthy (a lost shard or block manager); empty while it is healthy.
+std::string HttpServer::Impl::engine_failure() {
+  try {
+    return model.engine().stats().failure;
+  } catch (const std::exception& e) {
+    return std::string("the scheduler is gone: ") + e.what();
+  }
+}
+
+bool HttpServer::Impl::authorized(const Request& req) const {
+  return cfg.server.api_key.empty() || req[beast_http::field::authorization] == "Bearer " + cfg.server.api_key;
+}
+
+// The common gate of the API endpoints: key, readiness. Empty when the request may go on.
+std::optional<ApiError> HttpServer::Impl::gate(const Request& req) const {
+  if (!authorized(req))
+    return ApiError{401, "missing or wrong API key: send \"Authorization: Bearer <key>\"", "authentication_error", "",
+                    "invalid_api_key"};
+  if (draining || stopping)
+    return ApiError{503, "the server is shutting down and takes no new requests", "service_unavailable", "", "draining"};
+  return std::nullopt;
+}
+
+IoThread& HttpServer::Impl::thread_of(const std::shared_ptr<Connection>& c) {
+  for (auto& t : io)
+    if (t->connections.count(c.get())) return *t;
+  throw std::logic_error("a connection of no I/O thread");
+}
+
+void HttpServer::Impl::respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer) {
+  asio::post(blocking, [c, answer = std::move(answer)] {
+    Response res;
     try {
-      return model.engine().stats().failure;
+      res = answer();
     } catch (const std::exception& e) {
-      return std::string("the scheduler is gone: ") + e.what();
+      spdlog::error("internal error: {}", e.what());
+      res = error_response(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"});
     }
-  }
+    asio::post(c->executor(), [c, res = std::move(res)]() mutable { c->respond(std::move(res)); });
+  });
+}
 
-  // The common gate of the API endpoints: key, readiness. Empty when the request may go on.
-  std::optional<ApiError> gate(const httplib::Request& req) const {
-    if (!cfg.server.api_key.empty() && req.get_header_value("Authorization") != "Bearer " + cfg.server.api_key)
-      return ApiError{401, "missing or wrong API key: send \"Authorization: Bearer <key>\"", "authentication_error", "",
-                      "invalid_api_key"};
-    if (draining || stopping)
-      return ApiError{503, "the server is shutting down and takes no new requests", "service_unavailable", "", "draining"};
-    return std::nullopt;
+void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req) {
+  const std::string_view target(req.target().data(), req.target().size());
+  const std::string path(target.substr(0, target.find('?')));
+  const bool get = req.method() == beast_http::verb::get, post = req.method() == beast_http::verb::post;
+  if (post && path == "/v1/completions") return complete(Endpoint::completions, c, std::move(req), thread_of(c));
+  if (post && path == "/v1/chat/completions") return complete(Endpoint::chat, c, std::move(req), thread_of(c));
+  if (get && path == "/health") return c->respond(json_response(beast_http::status::ok, "{\"status\":\"ok\"}"));
+  if (get && path == "/v1/models") {
+    if (!authorized(req))
+      return c->respond(error_response(ApiError{401, "missing or wrong API key", "authentication_error", "", "invalid_api_key"}));
+    nlohmann::json m{{"id", served_name}, {"object", "model"}, {"created", 0}, {"owned_by", "actorlm"},
+                     {"max_model_len", model.max_model_len()}};
+    return c->respond(json_response(beast_http::status::ok, nlohmann::json{{"object", "list"}, {"data", {m}}}.dump()));
   }
-
-  void routes() {
-    svr.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& r) { complete(Endpoint::completions, q, r); });
-    svr.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& r) { complete(Endpoint::chat, q, r); });
-    svr.Get("/v1/models", [this](const httplib::Request& q, httplib::Response& r) {
-      if (!cfg.server.api_key.empty() && q.get_header_value("Authorization") != "Bearer " + cfg.server.api_key)
-        return send_error(r, ApiError{401, "missing or wrong API key", "authentication_error", "", "invalid_api_key"});
-      nlohmann::json m{{"id", served_name}, {"object", "model"}, {"created", 0}, {"owned_by", "actorlm"},
-                       {"max_model_len", model.max_model_len()}};
-      r.set_content(nlohmann::json{{"object", "list"}, {"data", {m}}}.dump(), "application/json");
-    });
-    svr.Get("/health", [](const httplib::Request&, httplib::Response& r) { r.set_content("{\"status\":\"ok\"}", "application/json"); });
-    svr.Get("/ready", [this](const httplib::Request&, httplib::Response& r) {
+  if (get && path == "/ready")
+    return respond_blocking(c, [this] {
       std::string reason = engine_failure();
       if (reason.empty() && (draining || stopping)) reason = "draining";
-      r.status = reason.empty() ? 200 : 503;
-      r.set_content(reason.empty() ? nlohmann::json{{"ready", true}}.dump()
-                                   : nlohmann::json{{"ready", false}, {"reason", reason}}.dump(),
-                    "application/json");
+      return json_response(reason.empty() ? beast_http::status::ok : beast_http::status::service_unavailable,
+                           reason.empty() ? nlohmann::json{{"ready", true}}.dump()
+                                          : nlohmann::json{{"ready", false}, {"reason", reason}}.dump());
     });
-    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+  if (get && path == "/metrics")
+    return respond_blocking(c, [this] {
       pump_records();
       const auto stats = model.engine().stats();
       auto kv = stats.kv;  // as of the last step, when the block manager cannot say now
@@ -132,209 +231,143 @@ struct HttpServer::Impl {
           spdlog::warn("metrics: the block manager's occupancy is unknown: {}", e.what());
         }
       }
-      r.set_content(metrics.render(stats.counts, kv, !draining && !stopping && stats.healthy, stats.healthy),
-                    "text/plain; version=0.0.4; charset=utf-8");
+      Response res{beast_http::status::ok, 11};
+      res.set(beast_http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res.body() = metrics.render(stats.counts, kv, !draining && !stopping && stats.healthy, stats.healthy);
+      return res;
     });
-    // Bodies for the errors httplib answers itself (unknown path, body too large...).
-    svr.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& q, httplib::Response& r) {
-      if (!r.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (r.status == 404) send_error(r, ApiError{404, "no route for " + q.method + " " + q.path, "invalid_request_error", "", "not_found"});
-      else if (r.status == 413) send_error(r, ApiError{413, "the request body is larger than server.max_body_bytes", "invalid_request_error", "", "body_too_large"});
-      else send_error(r, ApiError{r.status, "HTTP error " + std::to_string(r.status), "invalid_request_error", "", ""});
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    svr.set_exception_handler([](const httplib::Request&, httplib::Response& r, std::exception_ptr ep) {
-      std::string what = "unknown error";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      spdlog::error("internal error: {}", what);
-      send_error(r, ApiError{500, "internal error: " + what, "server_error", "", "internal_error"});
-    });
-  }
+  const std::string method(req.method_string().data(), req.method_string().size());
+  c->respond(error_response(ApiError{404, "no route for " + method + " " + path, "invalid_request_error", "", "not_found"}));
+}
 
-  void access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0, const CompletionRequest* req) {
-    metrics.record_http_status(status);
-    const double ttft = s && s->first_token() != Clock::time_point{} ? std::chrono::duration<double>(s->first_token() - t0).count() : -1;
-    std::string prompt;
-    if (cfg.server.log_prompts && req) {
-      for (const auto& p : req->prompts) prompt += p.is_tokens ? "<" + std::to_string(p.tokens.size()) + " token ids>" : p.text;
-      for (const auto& m : req->messages) prompt += "[" + m.role + "] " + m.content + " ";
-      prompt = " prompt=" + nlohmann::json(prompt).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    }
-    spdlog::info("{} engine_id={} status={} prompt_tokens={} output_tokens={} ttft={:.3f}s total={:.3f}s{}", id,
-                 s ? s->first_request_id() : 0, status, s ? s->prompt_tokens() : 0, s ? s->completion_tokens() : 0, ttft, since(t0),
-                 prompt);
-  }
-
-  void complete(Endpoint ep, const httplib::Request& q, httplib::Response& res);
-  void complete_json(CompletionSession&, const ResponseMeta&, Clock::time_point t0, const httplib::Request&,
-                     httplib::Response&);
-  void complete_stream(std::shared_ptr<CompletionSession>, const ResponseMeta&, Clock::time_point t0,
-                       httplib::Response&);
-};
-
-void HttpServer::Impl::complete(Endpoint ep, const httplib::Request& q, httplib::Response& res) {
+void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& c, Request&& req, IoThread& t) {
   const auto t0 = Clock::now();
   const std::string id = (ep == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(response_ids.fetch_add(1));
-  auto refuse = [&](const ApiError& e, const CompletionRequest* req = nullptr) {
-    send_error(res, e);
-    access_log(id, e.status, nullptr, t0, req);
+  auto refuse = [&](const ApiError& e, const CompletionSession* s = nullptr) {
+    access_log(id, e.status, s, t0);
+    c->respond(error_response(e));
   };
-  if (auto e = gate(q)) return refuse(*e);
-  auto parsed = parse_request(ep, q.body);
+  if (auto e = gate(req)) return refuse(*e);
+  auto parsed = parse_request(ep, req.body());
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
-  auto& req = std::get<CompletionRequest>(parsed);
-  if (req.model != served_name && req.model != response_name)
-    return refuse(ApiError{404, "model: \"" + req.model + "\" is not served here; this server serves \"" + served_name + "\"",
-                           "invalid_request_error", "model", "model_not_found"}, &req);
-  auto session = std::make_shared<CompletionSession>(sys, model, std::move(req), engine_ids);
-  if (auto e = session->start()) return refuse(*e, &session->request());
-
-  const ResponseMeta meta{ep, id, std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
+  auto& body = std::get<CompletionRequest>(parsed);
+  if (body.model != served_name && body.model != response_name)
+    return refuse(ApiError{404, "model: \"" + body.model + "\" is not served here; this server serves \"" + served_name + "\"",
+                           "invalid_request_error", "model", "model_not_found"});
+  auto session = std::make_unique<CompletionSession>(model, std::move(body), engine_ids);
+  if (auto e = session->prepare()) return refuse(*e, session.get());
+  const ResponseMeta meta{ep, id,
+                          std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
                           response_name};
-  // The engine's id of the first prompt's request: joins client-side timings to /metrics-side
-  // records (bench serve) and to the access log.
-  res.set_header("X-Request-Id", std::to_string(session->first_request_id()));
-  if (session->request().stream) return complete_stream(std::move(session), meta, t0, res);
-  complete_json(*session, meta, t0, q, res);
+  std::make_shared<ApiCall>(*t.host, c, std::move(session), meta, t0)->start();
 }
 
-// A non-streamed completion runs to its end before anything is written, so that a failure can
-// still be a 500. The client's socket is watched meanwhile (it cannot be written to).
-void HttpServer::Impl::complete_json(CompletionSession& session, const ResponseMeta& meta, Clock::time_point t0,
-                                     const httplib::Request& q, httplib::Response& res) {
-  ++in_flight;
-  struct Leave {
-    std::atomic<std::size_t>& n;
-    ~Leave() { --n; }
-  } leave{in_flight};
-  const ClientSocket client(q);
-  auto last_check = Clock::now();
-  auto alive = [&] {
-    if (stopping) return false;
-    last_check = Clock::now();
-    return client.connected();
-  };
-  const auto& r = session.request();
-  std::vector<ChoiceResult> results(session.choices());
-  auto emit = [&](const ChoiceDelta& d) {
-    auto& c = results[d.index];
-    c.text += d.text;
-    c.logprobs.insert(c.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-    if (d.finish_reason) c.finish_reason = *d.finish_reason;
-    return !stopping && (Clock::now() - last_check < kHeartbeat || alive());
-  };
-  int status = 200;
-  if (session.run(emit, alive)) {
-    res.set_content(completion_json(meta, results, r.logprobs, {session.prompt_tokens(), session.completion_tokens()}),
-                    "application/json");
-  } else if (!session.failure().empty()) {
-    status = 500;
-    send_error(res, ApiError{500, session.failure(), "server_error", "", "engine_failure"});
-    spdlog::error("{}: {}", meta.id, session.failure());
-  } else {
-    status = 499;  // the client closed the connection (nginx's convention); nobody reads this
-    res.status = 499;
+void HttpServer::Impl::access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0) {
+  metrics.record_http_status(status);
+  const double ttft = s && s->first_token() != Clock::time_point{} ? std::chrono::duration<double>(s->first_token() - t0).count() : -1;
+  std::string prompt;
+  if (cfg.server.log_prompts && s) {
+    const auto& req = s->request();
+    for (const auto& p : req.prompts) prompt += p.is_tokens ? "<" + std::to_string(p.tokens.size()) + " token ids>" : p.text;
+    for (const auto& m : req.messages) prompt += "[" + m.role + "] " + m.content + " ";
+    prompt = " prompt=" + nlohmann::json(prompt).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  access_log(meta.id, status, &session, t0, &r);
+  spdlog::info("{} engine_id={} status={} prompt_tokens={} output_tokens={} ttft={:.3f}s total={:.3f}s{}", id,
+               s ? s->first_request_id() : 0, status, s ? s->prompt_tokens() : 0, s ? s->completion_tokens() : 0, ttft, since(t0),
+               prompt);
 }
 
-void HttpServer::Impl::complete_stream(std::shared_ptr<CompletionSession> session, const ResponseMeta& meta,
-                                       Clock::time_point t0, httplib::Response& res) {
-  ++in_flight;
-  auto provider = [this, session, meta, t0](std::size_t, httplib::DataSink& sink) {
-    const auto& r = session->request();
-    auto last_write = Clock::now();
-    auto write = [&](const std::string& s) {
-      last_write = Clock::now();
-      return sink.write(s.data(), s.size());
-    };
-    // A client that left is found by writing to it: an SSE comment.
-    auto alive = [&] {
-      if (stopping) return false;
-      if (Clock::now() - last_write < kHeartbeat) return true;
-      return write(": keep-alive\n\n");
-    };
-    std::vector<bool> opened(session->choices(), false);
-    auto emit = [&](const ChoiceDelta& d) {
-      if (stopping) return false;
-      if (r.endpoint == Endpoint::chat && !opened[d.index]) {
-        opened[d.index] = true;
-        if (!write("data: " + chunk_json(meta, d, r.logprobs, r.include_usage, true) + "\n\n")) return false;
+void HttpServer::Impl::accept() {
+  IoThread& t = *io[next_io];
+  next_io = (next_io + 1) % io.size();
+  acceptor->async_accept(t.ctx, [this, &t](boost::system::error_code ec, tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || stopping) return;
+    if (!ec) {
+      if (connections >= static_cast<std::size_t>(cfg.server.max_connections)) {
+        // Refused at once, with a body that says why; the write fits in a fresh socket's buffer.
+        static const std::string full = [] {
+          const std::string body = ApiError{503, "the server already holds server.max_connections connections",
+                                            "service_unavailable", "", "too_many_connections"}.to_json();
+          return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                 "Connection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        }();
+        boost::system::error_code ignore;
+        socket.non_blocking(true, ignore);
+        socket.write_some(asio::buffer(full), ignore);
+        socket.shutdown(tcp::socket::shutdown_send, ignore);
+      } else {
+        ++connections;
+        asio::post(t.ctx, [this, &t, s = std::move(socket)]() mutable {
+          auto c = std::make_shared<Connection>(std::move(s), limits, t.connections, router);
+          c->counted_by(connections);
+          c->start();
+        });
       }
-      return write("data: " + chunk_json(meta, d, r.logprobs, r.include_usage) + "\n\n");
-    };
-    const bool ok = session->run(emit, alive);
-    int status = 200;
-    if (ok) {
-      if (r.include_usage)
-        write("data: " + usage_chunk_json(meta, {session->prompt_tokens(), session->completion_tokens()}) + "\n\n");
-      write("data: [DONE]\n\n");
-    } else if (!session->failure().empty()) {
-      // Headers are out (200): the error is an event of its own, then the stream ends as usual.
-      status = 500;
-      const ApiError e{500, session->failure(), "server_error", "", "engine_failure"};
-      write("data: " + e.to_json() + "\n\n");
-      write("data: [DONE]\n\n");
-      spdlog::error("{}: {}", meta.id, session->failure());
     } else {
-      status = 499;  // the client closed the connection (nginx's convention)
+      spdlog::warn("accept: {}", ec.message());  // e.g. out of file descriptors: keep serving the others
     }
-    sink.done();
-    access_log(meta.id, status, session.get(), t0, &r);
-    return true;
-  };
-  res.set_chunked_content_provider("text/event-stream", provider, [this](bool) { --in_flight; });
-  res.set_header("Cache-Control", "no-cache");
+    accept();
+  });
+}
+
+void HttpServer::Impl::arm_sweep(IoThread& t) {
+  t.sweep->expires_after(kSweep);
+  t.sweep->async_wait([this, &t](boost::system::error_code ec) {
+    if (ec || stopping) return;
+    const auto now = Clock::now();
+    std::vector<std::shared_ptr<Connection>> all;
+    all.reserve(t.connections.size());
+    for (auto* c : t.connections) all.push_back(c->shared_from_this());
+    for (auto& c : all) {
+      c->check_deadline(now);
+      if (c->streaming() && now - c->last_write() > kStreamKeepAlive) {
+        c->append(": keep-alive\n\n");  // keeps proxies with idle timeouts from closing a quiet stream
+        c->flush();
+      }
+    }
+    arm_sweep(t);
+  });
 }
 
 HttpServer::HttpServer(caf::actor_system& sys, serving::ServedModel& model, const config::Config& cfg)
-    : impl_(std::make_unique<Impl>(sys, model, cfg)) {
-  auto& s = impl_->svr;
-  const auto threads = static_cast<std::size_t>(cfg.server.threads);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_payload_max_length(static_cast<std::size_t>(cfg.server.max_body_bytes));
-  s.set_keep_alive_timeout(5);
-  // Tokens are small writes: without TCP_NODELAY, Nagle's algorithm holds each one until the
-  // client's (delayed, up to 40 ms) ACK of the previous one.
-  s.set_tcp_nodelay(true);
-  // httplib 0.11 listens with a backlog of 5: a burst of clients connecting at once overflows
-  // it, their requests are dropped and retransmitted, and httplib closes a connection whose
-  // request has not arrived 5 s after accept. Keep the socket to raise the backlog after bind.
-  s.set_socket_options([this](int fd) {
-    int yes = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // restart without TIME_WAIT trouble
-    impl_->listen_fd = fd;
-  });
-  s.set_write_timeout(30);
-  impl_->routes();
-}
+    : impl_(std::make_unique<Impl>(sys, model, cfg)) {}
 
 HttpServer::~HttpServer() {
   stop();
   impl_->stop_pump();
+  impl_->blocking.join();
 }
 
 int HttpServer::bind() {
-  auto& s = impl_->svr;
-  const auto& c = impl_->cfg.server;
-  int port = static_cast<int>(c.port);
-  if (port == 0) port = s.bind_to_any_port(c.host);
-  else if (!s.bind_to_port(c.host, port)) port = -1;
-  if (port <= 0)
-    throw std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) +
-                             " (address in use, or not an address of this machine?)");
-  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, SOMAXCONN);
-  return port;
+  auto& im = *impl_;
+  const auto& c = im.cfg.server;
+  const auto fail = [&](const std::string& why) {
+    return std::runtime_error("cannot listen on " + c.host + ":" + std::to_string(c.port) + " (" + why + ")");
+  };
+  boost::system::error_code ec;
+  tcp::resolver resolver(im.io.front()->ctx);
+  const auto found = resolver.resolve(c.host, std::to_string(c.port), tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || found.empty()) throw fail("not an address of this machine? " + ec.message());
+  const tcp::endpoint at = found.begin()->endpoint();
+  im.acceptor.emplace(im.io.front()->ctx);
+  im.acceptor->open(at.protocol(), ec);
+  if (!ec) im.acceptor->set_option(tcp::acceptor::reuse_address(true), ec);  // restart without TIME_WAIT trouble
+  if (!ec) im.acceptor->bind(at, ec);
+  if (!ec) im.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) throw fail(ec == asio::error::address_in_use ? "address in use" : ec.message());
+  return im.acceptor->local_endpoint().port();
 }
 
 void HttpServer::serve() {
-  impl_->start_pump();
-  impl_->svr.listen_after_bind();
+  auto& im = *impl_;
+  if (!im.acceptor) throw std::logic_error("HttpServer::serve before bind");
+  im.start_pump();
+  asio::post(im.io.front()->ctx, [&im] { im.accept(); });
+  for (auto& t : im.io) im.arm_sweep(*t);
+  for (std::size_t i = 1; i < im.io.size(); ++i) im.io[i]->thread = std::thread([&t = *im.io[i]] { t.ctx.run(); });
+  im.io.front()->ctx.run();
+  for (std::size_t i = 1; i < im.io.size(); ++i)
+    if (im.io[i]->thread.joinable()) im.io[i]->thread.join();
 }
 
 void HttpServer::begin_drain() { impl_->draining = true; }
@@ -346,8 +379,18 @@ void HttpServer::observe_records(std::function<void(const std::vector<scheduler:
 std::size_t HttpServer::in_flight() const { return impl_->in_flight; }
 
 void HttpServer::stop() {
-  impl_->stopping = true;
-  if (impl_->svr.is_running()) impl_->svr.stop();
+  auto& im = *impl_;
+  if (im.stopping.exchange(true)) return;
+  for (std::size_t i = 0; i < im.io.size(); ++i) {
+    IoThread& t = *im.io[i];
+    asio::post(t.ctx, [&im, &t, first = i == 0] {
+      boost::system::error_code ignore;
+      if (first && im.acceptor) im.acceptor->close(ignore);
+      close_all(t.connections);  // abandons the answers in progress: their engine requests are aborted
+      t.sweep->cancel();
+      t.work.reset();
+    });
+  }
 }
 
 }  // namespace actorlm::http

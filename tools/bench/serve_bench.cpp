@@ -81,7 +81,7 @@ double percentile(std::vector<double>& v, double p) {
 config::Config default_serve_bench_config() {
   config::Config c;
   c.server.port = 0;
-  c.server.threads = 1024;
+  c.server.max_connections = 100000;
   c.engine.backend = config::Backend::sim;
   c.engine.tensor_parallel_degree = 8;
   c.engine.batching = config::Batching::paged;

@@ -21,7 +21,6 @@ namespace {
 const char* const fake_gpu = R"([server]
 host = "127.0.0.1"
 port = 0
-threads = 16
 [engine]
 backend = "sim"
 tensor_parallel_degree = 8
