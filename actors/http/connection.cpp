@@ -156,7 +156,8 @@ void Connection::begin_stream(unsigned status, std::string_view content_type,
   pending_ += std::to_string(status) + " " + std::string(reason.data(), reason.size()) + "\r\n";
   pending_ += "Content-Type: " + std::string(content_type) + "\r\nCache-Control: no-cache\r\n";
   for (const auto& [k, v] : headers) pending_ += k + ": " + v + "\r\n";
-  pending_ += chunked_ ? "Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  if (chunked_) pending_ += "Transfer-Encoding: chunked\r\n";
+  pending_ += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
   flush();
 }
 

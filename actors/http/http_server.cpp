@@ -65,6 +65,12 @@ struct IoThread {
 
 struct HttpServer::Impl {
   Impl(caf::actor_system& s, serving::ServedModel& m, const config::Config& c);
+  // The loops first: what their leftover handlers release (calls, connections) still counts
+  // in the members below.
+  ~Impl() {
+    acceptor.reset();
+    io.clear();
+  }
 
   caf::actor_system& sys;
   serving::ServedModel& model;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include <poll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace actorlm::tools {
@@ -106,6 +107,15 @@ int run_serve(const ServeOptions& o) {
   if (!o.host.empty()) cfg->server.host = o.host;
   if (o.port >= 0) cfg->server.port = o.port;
   if (!o.model.empty()) cfg->model.path = o.model;
+
+  // Every connection is a descriptor: the soft limit (often 1,024) up to the hard one.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    nofile.rlim_cur = nofile.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &nofile);
+    if (nofile.rlim_cur != RLIM_INFINITY && static_cast<std::int64_t>(nofile.rlim_cur) < cfg->server.max_connections + 64)
+      spdlog::warn("server.max_connections is {} but this process may open only {} descriptors (ulimit -n): "
+                   "connections beyond that are refused by the kernel", cfg->server.max_connections, nofile.rlim_cur);
+  }
 
   // A client that hangs up must not kill the process; SIGTERM/SIGINT start the drain.
   std::signal(SIGPIPE, SIG_IGN);
