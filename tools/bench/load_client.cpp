@@ -225,6 +225,8 @@ struct LoadClient::Impl : ClientCore {
 
 LoadClient::LoadClient(LoadClientOptions opt) : impl_(std::make_unique<Impl>(std::move(opt))) {}
 LoadClient::~LoadClient() = default;
+LoadClient::LoadClient(LoadClient&&) noexcept = default;
+LoadClient& LoadClient::operator=(LoadClient&&) noexcept = default;
 
 void LoadClient::run(std::uint32_t concurrency, const std::function<std::optional<LoadRequest>()>& next,
                      const std::function<void(LoadResult)>& on_result) {

@@ -73,8 +73,8 @@ class LoadClient {
  public:
   explicit LoadClient(LoadClientOptions);
   ~LoadClient();
-  LoadClient(const LoadClient&) = delete;
-  LoadClient& operator=(const LoadClient&) = delete;
+  LoadClient(LoadClient&&) noexcept;  // not while run() or open_slow() is running
+  LoadClient& operator=(LoadClient&&) noexcept;
 
   // Keeps up to `concurrency` exchanges going: whenever one ends its result goes to `on_result`
   // and `next` is asked for another; once `next` returns nullopt no more start, and run()
