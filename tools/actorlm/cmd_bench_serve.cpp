@@ -25,7 +25,10 @@ nlohmann::json to_json(const bench::ServeBenchPoint& p) {
           {"overhead_us_p99", p.overhead_p99_us},
           {"overhead_us_max", p.overhead_max_us},
           {"server_cpu_s", p.server_cpu_s},
-          {"server_cpu_us_per_token", p.server_cpu_us_per_token}};
+          {"server_cpu_us_per_token", p.server_cpu_us_per_token},
+          {"client_cpu_s", p.client_cpu_s},
+          {"client_lag_us_p50", p.client_lag_p50_us},
+          {"client_lag_us_p99", p.client_lag_p99_us}};
 }
 
 // The headline figures are the 256-stream level's (the goal); without that level, the

@@ -9,12 +9,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <cstring>
 #include <deque>
 #include <limits>
 #include <stdexcept>
@@ -107,6 +108,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     // Drained as it arrives, so no limit (Beast 1.74 compares a length with boost::none as
     // "over the limit": the largest number instead).
     parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
+    parser_.eager(true);
   }
 
   void start() {
@@ -128,6 +130,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (ended_) return;
     if (ec) return finish(LoadOutcome::failed, "connect: " + ec.message());
     socket_.set_option(tcp::no_delay(true), ec);
+    if (client_.opt.kernel_timestamps) {
+      const int on = 1;
+      ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
+    }
     wire_ = wire_request(req_, client_.opt.endpoint);
     asio::async_write(socket_, asio::buffer(wire_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->on_written(ec);
@@ -138,48 +144,99 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     if (ended_) return;
     if (ec) return finish(LoadOutcome::failed, "write: " + ec.message());
     if (req_.close_after_send) return finish(LoadOutcome::closed, "");
-    bhttp::async_read_header(socket_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->on_header(ec);
+    wait_readable();
+  }
+
+  // Asio's epoll reactor is edge-triggered: each wake reads until the socket is empty.
+  void wait_readable() {
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      self->on_readable(ec);
     });
   }
 
-  void on_header(beast::error_code ec) {
+  void on_readable(beast::error_code ec) {
     if (ended_) return;
-    if (ec) return finish(LoadOutcome::failed, "reading the header: " + ec.message());
-    result_.header_ns = now_ns();
+    if (ec) return finish(LoadOutcome::failed, "waiting for the answer: " + ec.message());
+    for (;;) {
+      const auto n = receive();
+      if (n == -1) return wait_readable();
+      if (n == -2) return finish(LoadOutcome::failed, std::string("reading the answer: ") + std::strerror(errno));
+      if (n == 0) {
+        parser_.put_eof(ec);  // an answer that ends with the connection is complete now
+        if (ec || !parser_.is_done())
+          return finish(LoadOutcome::failed, "the server closed the connection before the end of the answer");
+      } else if (!parse()) {
+        return;
+      }
+      if (!header_seen_ && parser_.is_header_done()) on_header();
+      if (!drain()) return;
+      if (parser_.is_done()) return finish(LoadOutcome::complete, "");
+    }
+  }
+
+  // One recvmsg into the buffer, with the kernel's receive time of the last segment read
+  // (SO_TIMESTAMPNS, CLOCK_REALTIME) taken over to steady_clock: a client busy with other
+  // connections does not add its own delay to the arrival. Returns the bytes read: 0 at the
+  // server's EOF, -1 when the socket is empty, -2 on an error (errno says which).
+  std::int64_t receive() {
+    const auto space = buffer_.prepare(16384);
+    iovec iov{space.data(), space.size()};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(timespec))];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const auto n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
+    buffer_.commit(static_cast<std::size_t>(n));
+    read_ns_ = now_ns();
+    arrival_ns_ = read_ns_;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+        timespec ts;
+        std::memcpy(&ts, CMSG_DATA(c), sizeof ts);
+        const auto realtime_now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch()).count();
+        arrival_ns_ = std::min(read_ns_, std::int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec - (realtime_now - read_ns_));
+      }
+    return n;
+  }
+
+  // Feeds the buffer to the HTTP parser; false (and the exchange failed) on a malformed answer.
+  bool parse() {
+    while (buffer_.size() > 0 && !parser_.is_done()) {
+      beast::error_code ec;
+      const auto used = parser_.put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (ec == bhttp::error::need_more) break;
+      if (ec) {
+        finish(LoadOutcome::failed, "a malformed answer: " + ec.message());
+        return false;
+      }
+      if (used == 0) break;
+    }
+    return true;
+  }
+
+  void on_header() {
+    header_seen_ = true;
+    result_.header_ns = arrival_ns_;
     const auto& h = parser_.get();
     result_.status = static_cast<int>(h.result_int());
     if (auto it = h.find("X-Request-Id"); it != h.end()) result_.request_id = std::string(it->value());
     if (auto it = h.find(bhttp::field::content_type); it != h.end())
       sse_ = std::string_view(it->value().data(), it->value().size()).starts_with("text/event-stream");
-    if (!drain(result_.header_ns)) return;
-    if (parser_.is_done()) return finish(LoadOutcome::complete, "");
-    read_more();
-  }
-
-  void read_more() {
-    bhttp::async_read_some(socket_, buffer_, parser_, [self = shared_from_this()](beast::error_code ec, std::size_t) {
-      self->on_read(ec);
-    });
-  }
-
-  void on_read(beast::error_code ec) {
-    if (ended_) return;
-    const std::int64_t t = now_ns();
-    if (!drain(t)) return;
-    if (parser_.is_done()) return finish(LoadOutcome::complete, "");
-    if (ec) return finish(LoadOutcome::failed, "reading the body: " + ec.message());
-    read_more();
   }
 
   // Moves the body read so far into the result; false once the exchange is closed on purpose.
-  bool drain(std::int64_t t) {
+  bool drain() {
     auto& body = parser_.get().body();
     if (!sse_) {
       result_.body += body;
     } else {
       for (auto& data : sse_parser_.feed(body)) {
-        result_.events.push_back({t, std::move(data)});
+        result_.events.push_back({arrival_ns_, read_ns_, std::move(data)});
         if (req_.close_after_events >= 0 && std::int64_t(result_.events.size()) >= req_.close_after_events) {
           body.clear();
           finish(LoadOutcome::closed, "");
@@ -212,7 +269,9 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   bhttp::response_parser<bhttp::string_body> parser_;
   http::SseParser sse_parser_;
   bool sse_ = false;
+  bool header_seen_ = false;
   bool ended_ = false;
+  std::int64_t arrival_ns_ = 0, read_ns_ = 0;  // of the last receive()
   std::string wire_;
   LoadResult result_;
 };

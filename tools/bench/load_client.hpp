@@ -3,9 +3,9 @@
 // that calls run() drives every connection, thousands at once, with no thread per connection.
 // Each request gets a connection of its own, closed after its answer. Answers with
 // `Content-Type: text/event-stream` are read as Server-Sent Events (actors/http/sse_parser.hpp),
-// each event's data kept with the time its bytes were read (steady_clock, which is
-// CLOCK_MONOTONIC on Linux: comparable across the processes of one machine); other answers keep
-// their body. A request can also be cut short on purpose: the connection closed after some
+// each event's data kept with the time its bytes arrived (steady_clock, which is
+// CLOCK_MONOTONIC on Linux: comparable across the processes of one machine; see SseEvent);
+// other answers keep their body. A request can also be cut short on purpose: the connection closed after some
 // events (an aborted stream), or right after the request is sent (a client that left before the
 // answer). Apart from the SSE parser nothing of actorlm is used: any HTTP/1.1 server will do.
 //
@@ -47,9 +47,14 @@ enum class LoadOutcome {
 };
 const char* to_string(LoadOutcome);
 
+// Times are steady_clock nanoseconds. arrival_ns is the kernel's receive time of the last TCP
+// segment of the read that completed the event (SO_TIMESTAMPNS; read_ns without it): when the
+// server's bytes reached this machine's socket, however busy this client's one thread was.
+// read_ns is when this client read them; read_ns - arrival_ns is the client's own lag.
 struct SseEvent {
-  std::int64_t arrival_ns = 0;  // steady_clock, when the read that completed it returned
-  std::string data;             // the payload ("[DONE]" included)
+  std::int64_t arrival_ns = 0;
+  std::int64_t read_ns = 0;
+  std::string data;  // the payload ("[DONE]" included)
 };
 
 struct LoadResult {
@@ -58,7 +63,9 @@ struct LoadResult {
   std::string error;        // why, for `failed`
   int status = 0;           // 0 when no header arrived
   std::string request_id;   // the X-Request-Id header, if any
-  std::int64_t start_ns = 0, header_ns = 0, end_ns = 0;  // steady_clock: connect, header, end
+  std::int64_t start_ns = 0;   // steady_clock: when the exchange began (before connecting)
+  std::int64_t header_ns = 0;  // the header's arrival (as SseEvent::arrival_ns)
+  std::int64_t end_ns = 0;     // when the exchange ended here
   std::vector<SseEvent> events;  // event-stream answers
   std::string body;              // other answers
 };
@@ -67,6 +74,7 @@ struct LoadClientOptions {
   Endpoint endpoint;
   std::uint32_t max_connecting = 256;  // connects in progress at once (a burst past the
                                        // server's accept backlog waits for SYN retries)
+  bool kernel_timestamps = true;       // SO_TIMESTAMPNS arrival times (see SseEvent)
 };
 
 class LoadClient {

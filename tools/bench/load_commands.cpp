@@ -2,6 +2,7 @@
 
 #include "tools/bench/client_process.hpp"
 #include "tools/bench/load_client.hpp"
+#include "tools/bench/timing.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -42,8 +43,11 @@ void run_streams(const json& cmd, std::ostream& out) {
   req.body = cmd.at("body").dump();
   std::vector<LoadRequest> reqs(n, req);
   const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = process_cpu_seconds();
   const auto results = client.run_all(std::move(reqs));
   const double seconds = seconds_since(t0);
+  const double cpu = process_cpu_seconds() - cpu0;
+  std::vector<double> lag_us;
   for (const auto& r : results) {
     std::vector<std::int64_t> token_ns;
     bool done = false;
@@ -55,14 +59,23 @@ void run_streams(const json& cmd, std::ostream& out) {
       const auto chunk = json::parse(e.data, nullptr, false);
       if (chunk.is_discarded()) continue;
       for (char ch : chunk_text(chunk))
-        if (ch == ' ') token_ns.push_back(e.arrival_ns);
+        if (ch == ' ') {
+          token_ns.push_back(e.arrival_ns);
+          lag_us.push_back(double(e.read_ns - e.arrival_ns) / 1e3);
+        }
     }
     out << json{{"stream", r.tag},   {"request_id", r.request_id}, {"status", r.status},
                 {"outcome", to_string(r.outcome)}, {"failure", r.error}, {"done", done}, {"token_ns", token_ns}}
                .dump()
         << '\n';
   }
-  out << json{{"end", "streams"}, {"seconds", seconds}}.dump() << std::endl;
+  out << json{{"end", "streams"},
+              {"seconds", seconds},
+              {"client_cpu_s", cpu},
+              {"client_lag_us_p50", percentile(lag_us, 50)},
+              {"client_lag_us_p99", percentile(lag_us, 99)}}
+             .dump()
+      << std::endl;
 }
 
 void run_health(const json& cmd, std::ostream& out) {

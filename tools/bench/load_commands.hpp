@@ -7,9 +7,11 @@
 //   {"cmd":"streams","port":P,"n":N,"body":{...}}
 //       N copies of the completion `body` (it should ask for "stream": true) at once. One line
 //       per stream, {"stream":i,"request_id":"..","status":200,"outcome":"complete","failure":"",
-//       "done":true,"token_ns":[...]}, then {"end":"streams","seconds":S}. token_ns holds one
-//       arrival time (steady_clock ns) per token, counting a chunk's text as one token per
-//       space-led word: what the sim backend's codec writes (" w17 w3 ...").
+//       "done":true,"token_ns":[...]}, then {"end":"streams","seconds":S,"client_cpu_s":C,
+//       "client_lag_us_p50":L,"client_lag_us_p99":L}. token_ns holds one arrival time
+//       (SseEvent::arrival_ns) per token, counting a chunk's text as one token per space-led
+//       word: what the sim backend's codec writes (" w17 w3 ..."); the lag is read_ns -
+//       arrival_ns per token; C is this process's CPU time over the command.
 //   {"cmd":"health","port":P,"slow":K,"samples":M}
 //       Holds K slow connections (half-sent headers; those the server closes are opened again
 //       before each sample) and times M GET /health one after another:

@@ -59,13 +59,6 @@ class EngineTokenTimes {
   std::map<std::uint64_t, std::vector<scheduler::Time>> times_;
 };
 
-double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * double(v.size())));
-  return v[std::max<std::size_t>(rank, 1) - 1];
-}
-
 json stream_body(const ServeBenchOptions& opt) {
   return {{"model", opt.config.model.name}, {"prompt", "Tell me a story about a GPU."},
           {"max_tokens", opt.max_tokens}, {"stream", true}};
@@ -84,6 +77,9 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
     if (line.contains("error")) throw std::runtime_error("client process: " + line["error"].get<std::string>());
     if (line.contains("end")) {
       p.seconds = line["seconds"];
+      p.client_cpu_s = line["client_cpu_s"];
+      p.client_lag_p50_us = line["client_lag_us_p50"];
+      p.client_lag_p99_us = line["client_lag_us_p99"];
       break;
     }
     StreamTiming s;
@@ -162,7 +158,8 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
     const auto p = measure_level(clients, port, n, opt, engine);
     say(std::to_string(n) + " streams: " + std::to_string(p.tokens) + " tokens in " + fmt(p.seconds) +
         " s; overhead per token p50 " + fmt(p.overhead_p50_us) + " us, p99 " + fmt(p.overhead_p99_us) +
-        " us; server CPU " + fmt(p.server_cpu_us_per_token) + " us per token" +
+        " us; server CPU " + fmt(p.server_cpu_us_per_token) + " us per token; client CPU " + fmt(p.client_cpu_s) +
+        " s, client read lag p99 " + fmt(p.client_lag_p99_us) + " us (not counted)" +
         (p.failed ? "; " + std::to_string(p.failed) + " streams failed" : ""));
     if (p.failed == 0 && p.tokens > 0 && p.overhead_p99_us < opt.p99_limit_us)
       result.max_streams_sustained = std::max(result.max_streams_sustained, n);

@@ -3,9 +3,10 @@
 // in this process on the sim backend in wall-clock mode (modelled GPU step times elapse for
 // real, so the engine's token times are the "modelled" times); the streaming clients run in a
 // separate process (client_process.hpp: one event-driven LoadClient thread) and read its SSE
-// over loopback. Each token's arrival at the client is compared with the time the engine
-// produced it (the scheduler's record of that token; steady_clock in both processes, which is
-// CLOCK_MONOTONIC on Linux). Per level, this process's CPU time (server and engine: nothing
+// over loopback. Each token's arrival at the client's socket (the kernel's receive time, so
+// that the one client thread's own queueing does not count) is compared with the time the
+// engine produced it (the scheduler's record of that token; steady_clock in both processes,
+// which is CLOCK_MONOTONIC on Linux). Per level, this process's CPU time (server and engine: nothing
 // else runs here) is divided by the tokens streamed. Last, the client process holds slow
 // connections (half-sent headers) while GET /health is timed.
 
@@ -39,6 +40,10 @@ struct ServeBenchPoint {
   double tokens_per_s = 0;
   double server_cpu_s = 0;         // this process's CPU time over the level
   double server_cpu_us_per_token = 0;
+  double client_cpu_s = 0;         // the client process's CPU time over the level
+  // How long after its arrival (the kernel's receive time) the client read each token: the
+  // delay a client timing its own reads would have added to the overhead.
+  double client_lag_p50_us = 0, client_lag_p99_us = 0;
 };
 
 struct ServeBenchResult {

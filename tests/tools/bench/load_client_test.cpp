@@ -254,3 +254,36 @@ BOOST_AUTO_TEST_CASE(holds_slow_connections_and_drops_those_the_server_closes) {
   client.close_slow();
   BOOST_TEST(client.slow_still_open() == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(an_event_s_arrival_is_when_the_kernel_got_it_even_while_the_client_is_busy) {
+  ScriptedServer server([](int fd) {
+    const std::string request = read_header(fd);
+    if (request.find("busy") != std::string::npos) {  // answered at once; its result keeps the client busy
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+      return;
+    }
+    std::this_thread::sleep_for(30ms);
+    send_all(fd, sse_header + chunk("data: late\n\n") + "0\r\n\r\n");
+  });
+  auto client = server.client();
+  std::vector<LoadRequest> reqs = {post(R"({"stream":true})"), post(R"({"busy":1})")};
+  std::vector<LoadResult> results;
+  client.run(
+      2,
+      [&]() -> std::optional<LoadRequest> {
+        if (reqs.empty()) return std::nullopt;
+        auto r = std::move(reqs.back());
+        reqs.pop_back();
+        return r;
+      },
+      [&](LoadResult r) {
+        if (r.events.empty()) std::this_thread::sleep_for(200ms);  // the plain answer: busy
+        results.push_back(std::move(r));
+      });
+  BOOST_REQUIRE_EQUAL(results.size(), 2u);
+  const auto& stream = results[1];
+  BOOST_REQUIRE_EQUAL(stream.events.size(), 1u);
+  const auto& e = stream.events[0];
+  BOOST_TEST(e.arrival_ns > stream.start_ns);
+  BOOST_TEST(e.read_ns - e.arrival_ns > 100'000'000);  // read after the 200 ms pause, arrived before it
+}
