@@ -158,8 +158,8 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
     const auto p = measure_level(clients, port, n, opt, engine);
     say(std::to_string(n) + " streams: " + std::to_string(p.tokens) + " tokens in " + fmt(p.seconds) +
         " s; overhead per token p50 " + fmt(p.overhead_p50_us) + " us, p99 " + fmt(p.overhead_p99_us) +
-        " us; server CPU " + fmt(p.server_cpu_us_per_token) + " us per token; client CPU " + fmt(p.client_cpu_s) +
-        " s, client read lag p99 " + fmt(p.client_lag_p99_us) + " us (not counted)" +
+        " us; server CPU " + fmt(p.server_cpu_us_per_token) + " us per token; client CPU " + fmt(p.client_cpu_s * 1e3) +
+        " ms, client read lag p99 " + fmt(p.client_lag_p99_us) + " us (not counted)" +
         (p.failed ? "; " + std::to_string(p.failed) + " streams failed" : ""));
     if (p.failed == 0 && p.tokens > 0 && p.overhead_p99_us < opt.p99_limit_us)
       result.max_streams_sustained = std::max(result.max_streams_sustained, n);
