@@ -118,7 +118,10 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       if (!ec) self->finish(LoadOutcome::failed, "timed out");
     });
     client_.when_connect_slot([self = shared_from_this()] {
-      if (self->ended_) return self->client_.connected();  // timed out while waiting
+      if (self->ended_) {  // timed out while waiting: pass the slot on, without nesting
+        asio::post(self->client_.io, [&core = self->client_] { core.connected(); });
+        return;
+      }
       asio::async_connect(self->socket_, self->client_.endpoints(),
                           [self](beast::error_code ec, const tcp::endpoint&) { self->on_connect(ec); });
     });
