@@ -20,7 +20,8 @@ void add_serve_command(CLI::App& app, int& exit_code);     // serve
 void add_simulate_command(CLI::App& app, int& exit_code);  // simulate (sim backend, virtual time)
 void add_plan_command(CLI::App& app, int& exit_code);      // plan (capacity search)
 void add_bench_sim_command(CLI::App& bench, int& exit_code);  // bench sim (under `bench`)
-void add_bench_serve_command(CLI::App& bench, int& exit_code);  // bench serve (under `bench`)
+void add_bench_serve_command(CLI::App& bench, int& exit_code);  // bench serve, load-client (under `bench`)
+void add_bench_soak_command(CLI::App& bench, int& exit_code);   // bench soak (under `bench`)
 
 // Loads FILE (empty: the embedded default); on errors prints them all to stderr, returns nullopt.
 std::optional<config::Config> load_config_or_report(const std::string& file);
