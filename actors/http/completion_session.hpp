@@ -5,6 +5,8 @@
 // handed to the caller: the server streams it (SSE) or gathers it (one JSON response).
 
 #include "actors/http/api_error.hpp"
+#include "actors/http/best_of.hpp"
+#include "actors/http/choice_delta.hpp"
 #include "actors/http/openai_request.hpp"
 #include "actors/http/request_channel.hpp"
 #include "actors/http/stop_strings.hpp"
@@ -17,20 +19,6 @@
 #include <optional>
 
 namespace actorlm::http {
-
-struct TokenLogprob {
-  std::string token;                                   // the token's text (bytes)
-  float logprob = 0;
-  std::vector<std::pair<std::string, float>> top;      // most likely tokens at this position
-};
-
-// What one pump of the session produced for one choice.
-struct ChoiceDelta {
-  std::uint32_t index = 0;
-  std::string text;
-  std::vector<TokenLogprob> logprobs;                  // tokens completed by this piece
-  std::optional<std::string> finish_reason;            // "stop" | "length" on its last delta
-};
 
 class CompletionSession {
  public:
@@ -46,8 +34,10 @@ class CompletionSession {
   // the call are aborted, and the tokens of the batch that carried the error were emitted first).
   bool run(const std::function<bool(const ChoiceDelta&)>& emit, const std::function<bool()>& alive);
 
+  // The request; from start() on, its n is the engine's samples per prompt (best_of when
+  // given: run() reads it so), and choices() the number of choices returned.
   const CompletionRequest& request() const { return req_; }
-  std::uint32_t choices() const { return static_cast<std::uint32_t>(choices_.size()); }
+  std::uint32_t choices() const { return returned_choices_; }
   std::uint64_t prompt_tokens() const { return prompt_tokens_; }
   std::uint64_t completion_tokens() const { return completion_tokens_; }
   const std::string& failure() const { return failure_; }
@@ -59,6 +49,9 @@ class CompletionSession {
     std::unique_ptr<serving::Detokenizer> detok;
     StopMatcher stop;
     bool done = false;
+    std::string echo;                  // echo: the prompt's text, put in front of the first delta
+    std::uint32_t tokens = 0;          // generated so far
+    double cumulative_logprob = 0;     // of those tokens (best_of)
   };
   std::vector<ChoiceDelta> on_batch(const ChannelBatch&);
   void abort_all();
@@ -71,7 +64,10 @@ class CompletionSession {
   std::vector<std::uint64_t> ids_;                     // engine request per prompt
   std::vector<bool> released_;                         // per prompt: all its choices done
   std::unique_ptr<RequestChannel> channel_;
-  std::vector<Choice> choices_;
+  std::vector<Choice> choices_;                        // [prompts * samples per prompt]
+  std::vector<std::uint32_t> prompt_lens_;             // per prompt, in tokens
+  std::uint32_t returned_choices_ = 0;                 // prompts * n
+  std::unique_ptr<BestOfSelector> best_of_;            // when best_of > n
   std::uint32_t finished_ = 0;
   std::uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   std::string failure_;
