@@ -197,10 +197,11 @@ void parse_extensions(const json& body, CompletionRequest& r) {
   flag("skip_special_tokens", r.skip_special_tokens);
   flag("spaces_between_special_tokens", r.spaces_between_special_tokens);
   if (has("repetition_penalty")) {
-    const json& v = body["repetition_penalty"];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
-      fail("repetition_penalty", "expected a finite number > 0, found " + (v.is_number() ? v.dump() : type_name(v)));
-    r.repetition_penalty = static_cast<float>(v.get<double>());
+    // vLLM takes any number > 0; the bound keeps penalised logits finite (so a row never ends up
+    // all -inf, which a shard could not sample from).
+    r.repetition_penalty = static_cast<float>(number(body["repetition_penalty"], "repetition_penalty", 0, 1e6));
+    if (r.repetition_penalty <= 0)
+      fail("repetition_penalty", "must be in (0, 1000000], found " + body["repetition_penalty"].dump());
   }
   flag("return_tokens_as_token_ids", r.return_tokens_as_token_ids);
   r.add_special_tokens = r.endpoint == Endpoint::completions;

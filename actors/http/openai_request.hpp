@@ -58,7 +58,7 @@ struct CompletionRequest {
   bool include_stop_str_in_output = false;     // the stop string or stop token's text is kept
   bool skip_special_tokens = true;             // special tokens produce no text
   bool spaces_between_special_tokens = true;   // accepted; no effect (see text_codec.hpp)
-  float repetition_penalty = 1.0f;             // > 0, HF's (prompt and output tokens)
+  float repetition_penalty = 1.0f;             // (0, 1e6], HF's (prompt and output tokens)
   bool return_tokens_as_token_ids = false;     // logprobs' tokens written "token_id:{id}"
   bool add_special_tokens = true;              // BOS added to the prompt; default true for
                                                // completions, false for chat (the template has it)

@@ -50,7 +50,8 @@ bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
       p.top_k < 0 || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
       !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
       !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f) ||
-      !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 1e6f) || s.min_tokens > s.max_tokens ||
+      !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 1e6f) ||  // finite penalised logits
+      s.min_tokens > s.max_tokens ||
       !std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
                    [](const shard::LogitBias& b) { return b.bias >= -100.0f && b.bias <= 100.0f; }))
     return false;

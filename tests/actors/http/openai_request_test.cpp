@@ -190,6 +190,7 @@ BOOST_AUTO_TEST_CASE(names_each_bad_extension_field) {
   BOOST_TEST(field_of(R"("stop_token_ids":[1,-2])") == "stop_token_ids[1]");
   BOOST_TEST(field_of(R"("repetition_penalty":0)") == "repetition_penalty");
   BOOST_TEST(field_of(R"("repetition_penalty":"1")") == "repetition_penalty");
+  BOOST_TEST(field_of(R"("repetition_penalty":1e7)") == "repetition_penalty");
   BOOST_TEST(field_of(R"("logit_bias":{"abc":1})") == "logit_bias");
   BOOST_TEST(field_of(R"("logit_bias":{"-3":1})") == "logit_bias");
   BOOST_TEST(field_of(R"("logit_bias":{"3":-101})") == "logit_bias.3");
