@@ -1,6 +1,11 @@
 #include "actors/http/completion_session.hpp"
 
+#include "actors/http/request_spec.hpp"
+
+#include <algorithm>
+#include <mutex>
 #include <random>
+#include <utility>
 
 namespace actorlm::http {
 
@@ -19,61 +24,38 @@ CompletionSession::CompletionSession(serving::ServedModel& model, CompletionRequ
     : model_(model), req_(std::move(req)), next_id_(ids) {}
 
 std::optional<ApiError> CompletionSession::prepare() {
-  // Prompts as token ids, each checked against the context length and the vocabulary.
-  std::vector<std::vector<model::Token>> prompts;
-  const bool chat = req_.endpoint == Endpoint::chat;
-  if (chat) {
-    prompts.push_back(model_.chat_prompt(req_.messages));
-  } else {
-    for (std::size_t i = 0; i < req_.prompts.size(); ++i) {
-      const Prompt& p = req_.prompts[i];
-      const std::string field = req_.prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt";
-      if (!p.is_tokens) {
-        prompts.push_back(model_.raw_prompt(p.text));
-      } else {
-        std::vector<model::Token> t;
-        for (auto id : p.tokens) {
-          if (id >= model_.vocab_size())
-            return bad_field(field, field + ": token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                        std::to_string(model_.vocab_size()) + ")");
-          t.push_back(static_cast<model::Token>(id));
-        }
-        prompts.push_back(std::move(t));
-      }
-      if (prompts.back().empty()) return bad_field(field, field + ": the prompt is empty");
-    }
-  }
-  const std::uint32_t limit = model_.max_model_len();
+  // Prompts as token ids, checked against the vocabulary and the context length.
+  const std::uint32_t vocab = model_.vocab_size();
+  auto inputs = prompt_inputs(req_, model_.codec(), vocab);
+  if (auto* e = std::get_if<ApiError>(&inputs)) return *e;
+  auto& prompts = std::get<std::vector<PromptInput>>(inputs);
+  if (auto e = check_token_ids(req_, vocab)) return e;
+  std::vector<std::uint32_t> max_tokens;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    const auto len = static_cast<std::uint32_t>(prompts[i].size());
-    const std::string field = chat ? "messages" : (prompts.size() > 1 ? "prompt[" + std::to_string(i) + "]" : "prompt");
-    if (len >= limit)
-      return ApiError{400, field + ": the prompt has " + std::to_string(len) + " tokens; the context length is " +
-                               std::to_string(limit), "invalid_request_error", field, "context_length_exceeded"};
-    const std::uint32_t max_tokens = req_.max_tokens.value_or(chat ? limit - len : 16);
-    if (len + max_tokens > limit)
-      return ApiError{400, "max_tokens: the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-                               std::to_string(max_tokens) + ") is more than the context length (" + std::to_string(limit) + ")",
-                      "invalid_request_error", "max_tokens", "context_length_exceeded"};
+    const std::string field = req_.endpoint == Endpoint::chat ? "messages"
+                              : prompts.size() > 1            ? "prompt[" + std::to_string(i) + "]"
+                                                              : "prompt";
+    auto m = max_tokens_for(req_, static_cast<std::uint32_t>(prompts[i].tokens.size()), model_.max_model_len(), field);
+    if (auto* e = std::get_if<ApiError>(&m)) return *e;
+    max_tokens.push_back(std::get<std::uint32_t>(m));
   }
+  // best_of: the engine runs best_of samples per prompt (run() reads req_.n), n are returned.
+  const std::uint32_t returned_n = req_.n, samples = req_.samples_per_prompt();
+  req_.n = samples;
+  returned_choices_ = static_cast<std::uint32_t>(prompts.size()) * returned_n;
+  if (samples > returned_n)
+    best_of_ = std::make_unique<BestOfSelector>(static_cast<std::uint32_t>(prompts.size()), returned_n, samples);
+
   const std::uint64_t seed = req_.seed.value_or(random_seed());
   for (std::size_t i = 0; i < prompts.size(); ++i) {
-    const auto len = static_cast<std::uint32_t>(prompts[i].size());
-    const std::uint32_t max_tokens = req_.max_tokens.value_or(chat ? limit - len : 16);
-    scheduler::RequestSpec spec = model_.request(next_id_.fetch_add(1), std::move(prompts[i]), max_tokens);
-    spec.n = req_.n;
-    spec.priority = req_.priority;
-    spec.sampling.temperature = req_.temperature;
-    spec.sampling.top_p = req_.top_p;
-    spec.sampling.top_k = req_.top_k;
-    spec.sampling.min_p = req_.min_p;
-    spec.sampling.seed = seed + i;  // the prompts of one call differ; a seed still reproduces the call
-    spec.sampling.logprobs = req_.logprobs;
-    spec.sampling.top_logprobs = req_.top_logprobs;
-    spec.sampling.presence_penalty = req_.presence_penalty;
-    spec.sampling.frequency_penalty = req_.frequency_penalty;
+    const auto len = static_cast<std::uint32_t>(prompts[i].tokens.size());
+    // The prompts of one call differ in seed; a seed still reproduces the call.
+    scheduler::RequestSpec spec =
+        request_spec(req_, model_.request(next_id_.fetch_add(1), std::move(prompts[i].tokens), max_tokens[i]), seed + i);
     ids_.push_back(spec.id);
     prompt_lens_.push_back(len);
+    echoes_.push_back(std::move(prompts[i].echo));
+    max_tokens_.push_back(max_tokens[i]);
     specs_.push_back(std::move(spec));
   }
   return std::nullopt;
@@ -82,8 +64,6 @@ std::optional<ApiError> CompletionSession::prepare() {
 std::optional<ApiError> CompletionSession::on_submitted(const std::vector<scheduler::SubmitStatus>& status,
                                                         const std::string& reason) {
   for (std::size_t i = 0; i < status.size() && i < ids_.size(); ++i) {
-    const std::uint32_t len = prompt_lens_[i];
-    const std::uint32_t max_tokens = req_.max_tokens.value_or(req_.endpoint == Endpoint::chat ? model_.max_model_len() - len : 16);
     switch (status[i]) {
       case scheduler::SubmitStatus::accepted:
         continue;
@@ -93,8 +73,8 @@ std::optional<ApiError> CompletionSession::on_submitted(const std::vector<schedu
         return ApiError{503, "the engine is unavailable and takes no new requests: " + reason, "service_unavailable", "",
                         "engine_unhealthy"};
       case scheduler::SubmitStatus::too_long:
-        return ApiError{400, "max_tokens: the prompt (" + std::to_string(len) + " tokens) plus max_tokens (" +
-                                 std::to_string(max_tokens) + ") can never fit in the KV cache or the step's token budget",
+        return ApiError{400, "max_tokens: the prompt (" + std::to_string(prompt_lens_[i]) + " tokens) plus max_tokens (" +
+                                 std::to_string(max_tokens_[i]) + ") can never fit in the KV cache or the step's token budget",
                         "invalid_request_error", "max_tokens", "context_length_exceeded"};
       default:
         return ApiError{400, "the engine refused the request's parameters", "invalid_request_error", "", "invalid_value"};
@@ -105,14 +85,15 @@ std::optional<ApiError> CompletionSession::on_submitted(const std::vector<schedu
     released_.push_back(false);
     ended_samples_.push_back(0);
     for (std::uint32_t s = 0; s < req_.n; ++s)
-      choices_.push_back(Choice{model_.codec().detokenizer(), StopMatcher(req_.stop), false});
+      choices_.push_back(Choice{model_.codec().detokenizer(req_.skip_special_tokens),
+                                StopMatcher(req_.stop, req_.include_stop_str_in_output), false, echoes_[i]});
   }
   return std::nullopt;
 }
 
 std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   std::vector<ChoiceDelta> out;
-  if (!b.failure.empty() && b.tokens.empty() && b.finished.empty()) {
+  if (!b.failure.empty() && b.tokens.empty() && b.finished.empty()) {  // the engine stopped
     failure_ = b.failure;
     std::fill(ended_samples_.begin(), ended_samples_.end(), req_.n);  // nothing left to abort
     return out;
@@ -125,22 +106,41 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   auto delta_for = [&](std::uint32_t index) -> ChoiceDelta& {
     for (auto& d : out)
       if (d.index == index) return d;
-    out.push_back(ChoiceDelta{index, {}, {}, std::nullopt});
+    out.push_back(ChoiceDelta{index, {}, {}, std::nullopt, std::nullopt});
     return out.back();
   };
+  // The token a sample ended on with FinishReason::stop is its stop token (EOS, end of turn,
+  // stop_token_ids): its text is left out unless include_stop_str_in_output (vLLM's detokenizer).
+  std::vector<bool> stop_token(b.tokens.size(), false);
+  if (!req_.include_stop_str_in_output)
+    for (const auto& f : b.finished)
+      if (f.reason == scheduler::FinishReason::stop)
+        for (std::size_t k = b.tokens.size(); k-- > 0;)
+          if (b.tokens[k].request == f.request && b.tokens[k].sample == f.sample) {
+            stop_token[k] = true;
+            break;
+          }
   const auto& codec = model_.codec();
-  for (const auto& t : b.tokens) {
+  auto token_text = [&](model::Token t) {
+    return req_.return_tokens_as_token_ids ? "token_id:" + std::to_string(t) : codec.token_text(t);
+  };
+  for (std::size_t k = 0; k < b.tokens.size(); ++k) {
+    const auto& t = b.tokens[k];
     const auto index = index_of(t.request, t.sample);
     if (index >= choices_.size()) continue;
     Choice& c = choices_[index];
     if (c.done) continue;  // stopped by a stop string; its request runs until all its samples are done
     if (first_token_ == std::chrono::steady_clock::time_point{}) first_token_ = std::chrono::steady_clock::now();
-    ++completion_tokens_;
+    if (!best_of_) ++completion_tokens_;  // best_of: the returned choices' tokens, once known
+    ++c.tokens;
+    c.cumulative_logprob += t.logprob;
     ChoiceDelta& d = delta_for(index);
-    d.text += c.stop.push(c.detok->push(t.token));
+    d.text += std::exchange(c.echo, {});
+    // vLLM's min_tokens: no stop string ends in the text of the first min_tokens tokens.
+    if (!stop_token[k]) d.text += c.stop.push(c.detok->push(t.token), c.tokens > req_.min_tokens);
     if (req_.logprobs) {
-      TokenLogprob lp{codec.token_text(t.token), t.logprob, {}};
-      for (const auto& top : t.top) lp.top.emplace_back(codec.token_text(top.token), top.logprob);
+      TokenLogprob lp{token_text(t.token), t.logprob, {}};
+      for (const auto& top : t.top) lp.top.emplace_back(token_text(top.token), top.logprob);
       d.logprobs.push_back(std::move(lp));
     }
     if (c.stop.stopped()) {
@@ -162,13 +162,22 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
       continue;
     }
     ChoiceDelta& d = delta_for(index);
-    d.text += c.stop.push(c.detok->flush());
+    d.text += std::exchange(c.echo, {});
+    d.text += c.stop.push(c.detok->flush(), c.tokens > req_.min_tokens);
     d.text += c.stop.flush();
     c.done = true;
     d.finish_reason = f.reason == scheduler::FinishReason::length ? "length" : "stop";
     ++finished_;
   }
-  return out;
+  if (req_.continuous_usage_stats)
+    for (auto& d : out) d.usage = Usage{prompt_lens_[d.index / req_.n], choices_[d.index].tokens};
+  if (!best_of_) return out;
+  std::vector<ChoiceDelta> released;
+  for (const auto& d : out)
+    for (auto& c : best_of_->add(d, choices_[d.index].cumulative_logprob, choices_[d.index].tokens))
+      released.push_back(std::move(c));
+  completion_tokens_ = best_of_->returned_tokens();
+  return released;
 }
 
 std::vector<scheduler::RequestId> CompletionSession::take_released() {

@@ -5,6 +5,8 @@
 // handed to the caller: the server streams it (SSE) or gathers it (one JSON response).
 
 #include "actors/http/api_error.hpp"
+#include "actors/http/best_of.hpp"
+#include "actors/http/choice_delta.hpp"
 #include "actors/http/openai_request.hpp"
 #include "actors/http/engine_bridge.hpp"
 #include "actors/http/stop_strings.hpp"
@@ -17,20 +19,6 @@
 #include <optional>
 
 namespace actorlm::http {
-
-struct TokenLogprob {
-  std::string token;                                   // the token's text (bytes)
-  float logprob = 0;
-  std::vector<std::pair<std::string, float>> top;      // most likely tokens at this position
-};
-
-// What one pump of the session produced for one choice.
-struct ChoiceDelta {
-  std::uint32_t index = 0;
-  std::string text;
-  std::vector<TokenLogprob> logprobs;                  // tokens completed by this piece
-  std::optional<std::string> finish_reason;            // "stop" | "length" on its last delta
-};
 
 class CompletionSession {
  public:
@@ -57,8 +45,10 @@ class CompletionSession {
   std::vector<scheduler::RequestId> unfinished() const;
   const std::vector<scheduler::RequestId>& ids() const { return ids_; }
 
+  // The request; from prepare() on, its n is the engine's samples per prompt (best_of when
+  // given), and choices() the number of choices returned.
   const CompletionRequest& request() const { return req_; }
-  std::uint32_t choices() const { return static_cast<std::uint32_t>(choices_.size()); }
+  std::uint32_t choices() const { return returned_choices_; }
   std::uint64_t prompt_tokens() const { return prompt_tokens_; }
   std::uint64_t completion_tokens() const { return completion_tokens_; }
   const std::string& failure() const { return failure_; }
@@ -70,6 +60,9 @@ class CompletionSession {
     std::unique_ptr<serving::Detokenizer> detok;
     StopMatcher stop;
     bool done = false;
+    std::string echo;                  // echo: the prompt's text, put in front of the first delta
+    std::uint32_t tokens = 0;          // generated so far
+    double cumulative_logprob = 0;     // of those tokens (best_of)
   };
 
   serving::ServedModel& model_;
@@ -77,10 +70,14 @@ class CompletionSession {
   std::atomic<std::uint64_t>& next_id_;
   std::vector<scheduler::RequestSpec> specs_;          // built by prepare()
   std::vector<scheduler::RequestId> ids_;              // engine request per prompt
-  std::vector<std::uint32_t> prompt_lens_;             // per prompt
+  std::vector<std::uint32_t> prompt_lens_;             // per prompt, in tokens
+  std::vector<std::string> echoes_;                    // per prompt: its text, when echo is set
+  std::vector<std::uint32_t> max_tokens_;              // per prompt
   std::vector<bool> released_;                         // per prompt: all its choices done, aborted
   std::vector<std::uint32_t> ended_samples_;           // per prompt: samples the engine finished
-  std::vector<Choice> choices_;
+  std::vector<Choice> choices_;                        // [prompts * samples per prompt]
+  std::uint32_t returned_choices_ = 0;                 // prompts * n
+  std::unique_ptr<BestOfSelector> best_of_;            // when best_of > n
   std::uint32_t finished_ = 0;
   std::uint64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   std::string failure_;

@@ -254,7 +254,7 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
     c->respond(error_response(e));
   };
   if (auto e = gate(req)) return refuse(*e);
-  auto parsed = parse_request(ep, req.body());
+  auto parsed = parse_request(ep, req.body(), served_name);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   auto& body = std::get<CompletionRequest>(parsed);
   if (body.model != served_name && body.model != response_name)

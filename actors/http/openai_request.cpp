@@ -143,23 +143,133 @@ std::vector<std::string> stops(const json& v) {
   return out;
 }
 
-CompletionRequest parse(Endpoint ep, const json& body) {
-  if (!body.is_object()) fail("body", "expected a JSON object, found " + type_name(body));
+void check_field_names(Endpoint ep, const json& body) {
   static const std::set<std::string> common = {
       "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "n", "stop", "seed", "logprobs",
-      "presence_penalty", "frequency_penalty", "user", "priority", "stream", "stream_options"};
+      "presence_penalty", "frequency_penalty", "user", "priority", "stream", "stream_options",
+      // vLLM's extensions
+      "ignore_eos", "min_tokens", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens",
+      "spaces_between_special_tokens", "repetition_penalty", "return_tokens_as_token_ids", "add_special_tokens",
+      "logit_bias", "best_of"};
+  static const std::set<std::string> completions = {"prompt", "echo"};
+  static const std::set<std::string> chat = {"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
+                                             "continue_final_message", "chat_template_kwargs"};
+  for (const auto& [key, _] : body.items())
+    if (!common.count(key) && !(ep == Endpoint::completions ? completions : chat).count(key))
+      fail(key, "unknown or unsupported field for " +
+                    std::string(ep == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions"));
+}
+
+// {"token id": bias}: ids as decimal strings, biases in [-100, 100] (OpenAI's range; vLLM clamps).
+std::vector<std::pair<std::int64_t, float>> logit_bias(const json& v) {
+  if (!v.is_object()) fail("logit_bias", "expected an object of token ids to biases, found " + type_name(v));
+  std::vector<std::pair<std::int64_t, float>> out;
+  for (const auto& [key, bias] : v.items()) {
+    const std::string f = "logit_bias." + key;
+    const bool digits = !key.empty() && key.size() <= 10 && key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) > std::numeric_limits<std::int32_t>::max())
+      fail("logit_bias", "keys must be token ids (decimal integers), found \"" + key + "\"");
+    out.emplace_back(std::stoll(key), static_cast<float>(number(bias, f, -100, 100)));
+  }
+  return out;
+}
+
+std::vector<std::int64_t> stop_token_ids(const json& v) {
+  if (!v.is_array()) fail("stop_token_ids", "expected an array of token ids, found " + type_name(v));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    out.push_back(integer(v[i], "stop_token_ids[" + std::to_string(i) + "]", 0, std::numeric_limits<std::int32_t>::max()));
+  return out;
+}
+
+// vLLM's sampling and output extensions, both endpoints.
+void parse_extensions(const json& body, CompletionRequest& r) {
+  auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
+  auto flag = [&](const char* k, bool& out) {
+    if (has(k)) out = boolean(body[k], k);
+  };
+  flag("ignore_eos", r.ignore_eos);
+  if (has("min_tokens")) r.min_tokens = static_cast<std::uint32_t>(integer(body["min_tokens"], "min_tokens", 0, 1 << 24));
+  if (r.max_tokens && r.min_tokens > *r.max_tokens)
+    fail("min_tokens", "must be at most max_tokens (" + std::to_string(*r.max_tokens) + "), found " + std::to_string(r.min_tokens));
+  if (has("stop_token_ids")) r.stop_token_ids = stop_token_ids(body["stop_token_ids"]);
+  flag("include_stop_str_in_output", r.include_stop_str_in_output);
+  flag("skip_special_tokens", r.skip_special_tokens);
+  flag("spaces_between_special_tokens", r.spaces_between_special_tokens);
+  if (has("repetition_penalty")) {
+    // vLLM takes any number > 0; the bound keeps penalised logits finite (so a row never ends up
+    // all -inf, which a shard could not sample from).
+    r.repetition_penalty = static_cast<float>(number(body["repetition_penalty"], "repetition_penalty", 0, 1e6));
+    if (r.repetition_penalty <= 0)
+      fail("repetition_penalty", "must be in (0, 1000000], found " + body["repetition_penalty"].dump());
+  }
+  flag("return_tokens_as_token_ids", r.return_tokens_as_token_ids);
+  r.add_special_tokens = r.endpoint == Endpoint::completions;
+  flag("add_special_tokens", r.add_special_tokens);
+  if (has("logit_bias")) r.logit_bias = logit_bias(body["logit_bias"]);
+  if (has("best_of")) {
+    r.best_of = static_cast<std::uint32_t>(integer(body["best_of"], "best_of", 1, 128));
+    if (*r.best_of < r.n)
+      fail("best_of", "must be at least n (" + std::to_string(r.n) + "), found " + std::to_string(*r.best_of));
+    if (r.stream && *r.best_of > r.n)
+      fail("best_of", "must equal n when streaming (the best samples are known only at the end), found " +
+                          std::to_string(*r.best_of) + " with n = " + std::to_string(r.n));
+  }
+  if (r.endpoint == Endpoint::completions) {
+    flag("echo", r.echo);
+    if (r.echo && r.logprobs)
+      fail("echo", "with logprobs it needs the prompt's log-probabilities, which this server does not compute");
+  }
+}
+
+// Chat template switches: the request's fields, then chat_template_kwargs, which vLLM merges over
+// them. Other kwargs are taken and change nothing: the chat formats here read no other
+// variables, as a Jinja template ignores the ones it does not use.
+void parse_chat_template(const json& body, CompletionRequest& r) {
+  auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
+  if (has("add_generation_prompt")) r.add_generation_prompt = boolean(body["add_generation_prompt"], "add_generation_prompt");
+  if (has("continue_final_message"))
+    r.continue_final_message = boolean(body["continue_final_message"], "continue_final_message");
+  if (has("chat_template_kwargs")) {
+    const json& kw = body["chat_template_kwargs"];
+    if (!kw.is_object()) fail("chat_template_kwargs", "expected an object, found " + type_name(kw));
+    for (const auto& [key, v] : kw.items()) {
+      if (key == "add_generation_prompt" && !v.is_null()) r.add_generation_prompt = boolean(v, "chat_template_kwargs." + key);
+      if (key == "continue_final_message" && !v.is_null()) r.continue_final_message = boolean(v, "chat_template_kwargs." + key);
+    }
+  }
+  if (r.continue_final_message && r.add_generation_prompt)
+    fail("continue_final_message", "cannot be true together with add_generation_prompt (true by default); "
+                                   "set \"add_generation_prompt\": false");
+}
+
+void parse_stream_options(const json& so, CompletionRequest& r) {
+  if (!so.is_object()) fail("stream_options", "expected an object, found " + type_name(so));
+  if (!r.stream) fail("stream_options", "only allowed with \"stream\": true");
+  bool usage_given = false;
+  for (const auto& [key, v] : so.items()) {
+    if (key != "include_usage" && key != "continuous_usage_stats") fail("stream_options." + key, "unknown field");
+    if (v.is_null()) continue;
+    if (key == "include_usage") {
+      r.include_usage = boolean(v, "stream_options.include_usage");
+      usage_given = true;
+    } else {
+      r.continuous_usage_stats = boolean(v, "stream_options.continuous_usage_stats");
+    }
+  }
+  if (r.continuous_usage_stats && !usage_given) r.include_usage = true;
+  if (!r.include_usage) r.continuous_usage_stats = false;  // vLLM: continuous usage needs include_usage
+}
+
+CompletionRequest parse(Endpoint ep, const json& body, std::string_view served_model) {
+  if (!body.is_object()) fail("body", "expected a JSON object, found " + type_name(body));
+  check_field_names(ep, body);
   CompletionRequest r;
   r.endpoint = ep;
-  for (const auto& [key, _] : body.items()) {
-    const bool ok = common.count(key) ||
-                    (ep == Endpoint::completions ? key == "prompt"
-                                                 : (key == "messages" || key == "max_completion_tokens" || key == "top_logprobs"));
-    if (!ok) fail(key, "unknown or unsupported field for " +
-                           std::string(ep == Endpoint::chat ? "/v1/chat/completions" : "/v1/completions"));
-  }
   auto has = [&](const char* k) { return body.contains(k) && !body[k].is_null(); };
-  if (!has("model")) fail("model", "missing");
-  r.model = string(body["model"], "model");
+  if (has("model")) r.model = string(body["model"], "model");
+  else if (!served_model.empty()) r.model = std::string(served_model);
+  else fail("model", "missing");
   if (ep == Endpoint::completions) {
     if (!has("prompt")) fail("prompt", "missing");
     r.prompts = prompts(body["prompt"]);
@@ -203,21 +313,15 @@ CompletionRequest parse(Endpoint ep, const json& body) {
   if (has("user")) r.user = string(body["user"], "user");
   if (has("priority")) r.priority = static_cast<std::int32_t>(integer(body["priority"], "priority", -1'000'000, 1'000'000));
   if (has("stream")) r.stream = boolean(body["stream"], "stream");
-  if (has("stream_options")) {
-    const json& so = body["stream_options"];
-    if (!so.is_object()) fail("stream_options", "expected an object, found " + type_name(so));
-    if (!r.stream) fail("stream_options", "only allowed with \"stream\": true");
-    for (const auto& [key, v] : so.items()) {
-      if (key != "include_usage") fail("stream_options." + key, "unknown field");
-      if (!v.is_null()) r.include_usage = boolean(v, "stream_options.include_usage");
-    }
-  }
+  if (has("stream_options")) parse_stream_options(body["stream_options"], r);
+  parse_extensions(body, r);
+  if (ep == Endpoint::chat) parse_chat_template(body, r);
   return r;
 }
 
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string_view body) {
+std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string_view body, std::string_view served_model) {
   json doc;
   try {
     doc = json::parse(body);
@@ -225,7 +329,7 @@ std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string
     return ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", "invalid_json"};
   }
   try {
-    return parse(ep, doc);
+    return parse(ep, doc, served_model);
   } catch (const Bad& b) {
     return b.error;
   }

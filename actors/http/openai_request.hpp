@@ -2,7 +2,9 @@
 // The body of POST /v1/completions and /v1/chat/completions, parsed and validated into a plain
 // struct. Every field is checked for type and range; a bad one gives a 400 ApiError naming it.
 // Unknown fields are refused (a misspelt parameter must not be silently ignored); null means
-// absent, as in OpenAI's API.
+// absent, as in OpenAI's API. Besides OpenAI's fields, vLLM's extensions that clients and load
+// tools send to any OpenAI-compatible server are taken, with vLLM's meaning and defaults
+// (vllm/entrypoints/openai/protocol.py, vllm/sampling_params.py).
 
 #include "actors/http/api_error.hpp"
 #include "model/tokenizer/chat_template.hpp"
@@ -45,8 +47,35 @@ struct CompletionRequest {
   std::int32_t priority = 0;                   // extension: lower runs first
   bool stream = false;
   bool include_usage = false;                  // stream_options.include_usage
+  bool continuous_usage_stats = false;         // stream_options.continuous_usage_stats (vLLM): usage
+                                               // on every chunk; implies include_usage unless it is
+                                               // given (vLLM's include_usage defaults to true)
+
+  // vLLM's extensions (both endpoints unless said).
+  bool ignore_eos = false;                     // the model's end-of-text/turn tokens do not stop
+  std::uint32_t min_tokens = 0;                // no stop (token or string) before this many tokens
+  std::vector<std::int64_t> stop_token_ids;    // stop too (checked against the vocabulary later)
+  bool include_stop_str_in_output = false;     // the stop string or stop token's text is kept
+  bool skip_special_tokens = true;             // special tokens produce no text
+  bool spaces_between_special_tokens = true;   // accepted; no effect (see text_codec.hpp)
+  float repetition_penalty = 1.0f;             // (0, 1e6], HF's (prompt and output tokens)
+  bool return_tokens_as_token_ids = false;     // logprobs' tokens written "token_id:{id}"
+  bool add_special_tokens = true;              // BOS added to the prompt; default true for
+                                               // completions, false for chat (the template has it)
+  std::vector<std::pair<std::int64_t, float>> logit_bias;  // token id -> bias in [-100, 100]
+  std::optional<std::uint32_t> best_of;        // >= n samples per prompt, the n of highest
+                                               // cumulative logprob returned; not when streaming
+  bool echo = false;                           // completions: the prompt in front of the text
+  bool add_generation_prompt = true;           // chat: the assistant's turn opened
+  bool continue_final_message = false;         // chat: the last message continued (no new turn)
+
+  // Engine samples per prompt: best_of when given, else n.
+  std::uint32_t samples_per_prompt() const { return best_of.value_or(n); }
 };
 
-std::variant<CompletionRequest, ApiError> parse_request(Endpoint, std::string_view body);
+// `served_model`: the name that a request without "model" gets (vLLM and llama.cpp let clients
+// leave it out); empty: "model" is required.
+std::variant<CompletionRequest, ApiError> parse_request(Endpoint, std::string_view body,
+                                                        std::string_view served_model = {});
 
 }  // namespace actorlm::http

@@ -89,7 +89,8 @@ std::string chunk_json(const ResponseMeta& m, const ChoiceDelta& d, bool logprob
   }
   choice["finish_reason"] = d.finish_reason && !role_chunk ? json(*d.finish_reason) : json(nullptr);
   out["choices"] = json::array({choice});
-  if (include_usage) out["usage"] = nullptr;
+  if (d.usage) out["usage"] = usage_json(role_chunk ? Usage{d.usage->prompt_tokens, 0} : *d.usage);
+  else if (include_usage) out["usage"] = nullptr;
   return dump(out);
 }
 

@@ -25,13 +25,11 @@ struct ChoiceResult {
   std::string finish_reason;
 };
 
-struct Usage {
-  std::uint64_t prompt_tokens = 0, completion_tokens = 0;
-};
-
 std::string completion_json(const ResponseMeta&, const std::vector<ChoiceResult>&, bool logprobs, Usage);
 // A stream chunk for one choice's delta. Chat streams open each choice with a chunk whose
-// delta carries the role: pass `role_chunk` for it (its text is ignored).
+// delta carries the role: pass `role_chunk` for it (its text is ignored). The chunk's "usage" is
+// the delta's when it has one (stream_options.continuous_usage_stats: the choice's prompt and
+// its tokens so far; the role chunk: no tokens yet, as vLLM), else null with include_usage.
 std::string chunk_json(const ResponseMeta&, const ChoiceDelta&, bool logprobs, bool include_usage, bool role_chunk = false);
 // The last chunk when stream_options.include_usage is set: no choices, the usage.
 std::string usage_chunk_json(const ResponseMeta&, Usage);

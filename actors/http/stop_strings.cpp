@@ -1,23 +1,28 @@
 #include "actors/http/stop_strings.hpp"
 
+#include <algorithm>
+
 namespace actorlm::http {
 
-std::string StopMatcher::push(std::string_view text) {
+std::string StopMatcher::push(std::string_view text, bool armed) {
   if (stopped_) return {};
   if (stops_.empty()) return std::string(text);
   held_ += text;
+  if (!armed) unarmed_ = held_.size();
   // The stop string that completes first wins (ties: the longer one), so the result does not
-  // depend on how the text was cut into tokens.
+  // depend on how the text was cut into tokens. Only matches that end past unarmed_ count.
   std::size_t first = std::string::npos, first_end = std::string::npos;
-  for (const auto& s : stops_)
-    if (const auto at = held_.find(s); at != std::string::npos)
+  for (const auto& s : stops_) {
+    const std::size_t from = unarmed_ >= s.size() ? unarmed_ - s.size() + 1 : 0;
+    if (const auto at = held_.find(s, from); at != std::string::npos)
       if (at + s.size() < first_end || (at + s.size() == first_end && at < first)) {
         first = at;
         first_end = at + s.size();
       }
+  }
   if (first != std::string::npos) {
     stopped_ = true;
-    std::string out = held_.substr(0, first);
+    std::string out = held_.substr(0, include_ ? first_end : first);
     held_.clear();
     return out;
   }
@@ -29,14 +34,17 @@ std::string StopMatcher::push(std::string_view text) {
         keep = len;
         break;
       }
-  std::string out = held_.substr(0, held_.size() - keep);
-  held_.erase(0, held_.size() - keep);
+  const std::size_t released = held_.size() - keep;
+  std::string out = held_.substr(0, released);
+  held_.erase(0, released);
+  unarmed_ -= std::min(unarmed_, released);
   return out;
 }
 
 std::string StopMatcher::flush() {
   std::string out;
   out.swap(held_);
+  unarmed_ = 0;
   return stopped_ ? std::string() : out;
 }
 

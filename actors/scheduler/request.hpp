@@ -23,8 +23,16 @@ struct RequestSpec {
   std::uint32_t max_tokens = 16;       // new tokens per sample, >= 1
   std::uint32_t n = 1;                 // parallel samples sharing the prompt's KV blocks
   std::int32_t priority = 0;           // lower runs first
+  // A sample ends (FinishReason::stop) on any of stop_token_ids, or on eos_token_id unless
+  // ignore_eos, but only once it has more than min_tokens tokens (vLLM's min_tokens: "the
+  // minimum number of tokens to generate before EOS or stop_token_ids can be generated").
+  // submit() adds these ids to sampling.min_tokens_stop_ids, so that the shards mask them until
+  // then (the mask may already hold more: ids that no longer stop but are masked, as vLLM masks
+  // the EOS under ignore_eos).
   std::vector<TokenId> stop_token_ids;
   TokenId eos_token_id = -1;           // < 0: none
+  bool ignore_eos = false;
+  std::uint32_t min_tokens = 0;        // <= max_tokens
   shard::SamplingParams sampling;
 };
 

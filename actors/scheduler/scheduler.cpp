@@ -49,17 +49,52 @@ bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
   if (!(p.temperature >= 0.0f && p.temperature <= 1e6f) || !(p.top_p > 0.0f && p.top_p <= 1.0f) ||
       p.top_k < 0 || !(p.min_p >= 0.0f && p.min_p <= 1.0f) ||
       !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
-      !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f))
+      !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f) ||
+      !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 1e6f) ||  // finite penalised logits
+      s.min_tokens > s.max_tokens ||
+      !std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
+                   [](const shard::LogitBias& b) { return b.bias >= -100.0f && b.bias <= 100.0f; }))
     return false;
   if (vocab == 0) return true;
   const auto in_vocab = [vocab](TokenId t) { return t >= 0 && static_cast<std::uint32_t>(t) < vocab; };
-  return std::all_of(s.prompt.begin(), s.prompt.end(), in_vocab);
+  return std::all_of(s.prompt.begin(), s.prompt.end(), in_vocab) &&
+         std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
+                     [&](const shard::LogitBias& b) { return in_vocab(b.token); });
+}
+
+// The ids the shards mask until the sample has min_tokens tokens: every id that could end it,
+// with what the caller put there already. Masking the whole vocabulary would leave nothing to
+// draw (a shard would fail): refused.
+bool complete_min_tokens_mask(RequestSpec& s, std::uint32_t vocab) {
+  auto& p = s.sampling;
+  p.min_tokens = s.min_tokens;
+  if (s.min_tokens == 0) {
+    p.min_tokens_stop_ids.clear();  // nothing to send to the shards
+    return true;
+  }
+  auto& ids = p.min_tokens_stop_ids;
+  ids.insert(ids.end(), s.stop_token_ids.begin(), s.stop_token_ids.end());
+  if (s.eos_token_id >= 0) ids.push_back(s.eos_token_id);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (vocab == 0) return true;
+  const auto in_vocab = std::count_if(ids.begin(), ids.end(), [vocab](TokenId t) {
+    return t >= 0 && static_cast<std::uint32_t>(t) < vocab;
+  });
+  return static_cast<std::uint32_t>(in_vocab) < vocab;
+}
+
+// Whether the token a sample has just produced, its `generated`-th, ends it.
+bool ends_sample(const RequestSpec& spec, TokenId token, std::uint32_t generated) {
+  if (generated <= spec.min_tokens) return false;
+  if (!spec.ignore_eos && spec.eos_token_id >= 0 && spec.eos_token_id == token) return true;
+  return std::find(spec.stop_token_ids.begin(), spec.stop_token_ids.end(), token) != spec.stop_token_ids.end();
 }
 }  // namespace
 
 SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
   if (spec.prompt.empty() || spec.max_tokens == 0 || spec.n == 0 || slot_of_.contains(spec.id) ||
-      !valid_inputs(spec, opt_.vocab_size))
+      !valid_inputs(spec, opt_.vocab_size) || !complete_min_tokens_mask(spec, opt_.vocab_size))
     return SubmitStatus::invalid;
   const std::uint64_t total = std::uint64_t(spec.prompt.size()) + spec.max_tokens;
   const bool reserved = opt_.kv_mode() == kv::AllocationMode::reserved;
@@ -210,9 +245,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       ++s.generated;
       if (s.sample == 0) r->record.token_times.push_back(now);
       ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, t.top});
-      const auto& stops = r->spec.stop_token_ids;
-      if (std::find(stops.begin(), stops.end(), t.token) != stops.end() ||
-          (r->spec.eos_token_id >= 0 && r->spec.eos_token_id == t.token))
+      if (ends_sample(r->spec, t.token, s.generated))
         finish_sample(*r, s, FinishReason::stop, now, ev);
       else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)
         finish_sample(*r, s, FinishReason::length, now, ev);

@@ -68,7 +68,7 @@ using scheduler_actor = caf::typed_actor<
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestSpec& x) {
   return f(caf::meta::type_name("RequestSpec"), x.id, x.prompt, x.max_tokens, x.n, x.priority,
-           x.stop_token_ids, x.eos_token_id, x.sampling);
+           x.stop_token_ids, x.eos_token_id, x.ignore_eos, x.min_tokens, x.sampling);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {

@@ -8,10 +8,13 @@ namespace {
 
 class TokenizerDetokenizer final : public Detokenizer {
  public:
-  explicit TokenizerDetokenizer(const model::Tokenizer& t) : tok_(t), detok_(t) {}
+  TokenizerDetokenizer(const model::Tokenizer& t, bool skip_special) : tok_(t), detok_(t), skip_special_(skip_special) {}
   std::string push(Token t) override {
     // A model may pad its embeddings past the tokenizer: such ids have no text.
-    if (t < 0 || static_cast<std::size_t>(t) >= tok_.size() || tok_.is_special(t)) return {};
+    if (t < 0 || static_cast<std::size_t>(t) >= tok_.size()) return {};
+    // HF's skip_special_tokens skips the special added tokens (GGUF: control); user-defined
+    // (non-special added) tokens are text.
+    if (skip_special_ && tok_.is_control(t)) return {};
     return detok_.push(t);
   }
   std::string flush() override { return detok_.flush(); }
@@ -19,25 +22,33 @@ class TokenizerDetokenizer final : public Detokenizer {
  private:
   const model::Tokenizer& tok_;
   model::IncrementalDetokenizer detok_;
+  bool skip_special_;
 };
 
 class TokenizerCodec final : public TextCodec {
  public:
   TokenizerCodec(std::shared_ptr<const model::Tokenizer> t, model::ChatFormat f, std::string system)
       : owned_(std::move(t)), tok_(*owned_), format_(f), system_(std::move(system)) {}
-  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const override {
-    return tok_.encode(model::render_chat(format_, m, true, system_), true);
-  }
-  std::vector<Token> raw_prompt(std::string_view text) const override {
+  using TextCodec::chat_prompt;
+  using TextCodec::detokenizer;
+  using TextCodec::raw_prompt;
+  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m, model::ChatOptions o,
+                                 bool add_special_tokens) const override {
     std::vector<Token> out;
-    const auto& v = tok_.vocabulary();
-    if (v.add_bos && v.bos >= 0) out.push_back(v.bos);
+    add_special(add_special_tokens, out);
+    const auto body = tok_.encode(model::render_chat(format_, m, o, system_), true);
+    out.insert(out.end(), body.begin(), body.end());
+    return out;
+  }
+  std::vector<Token> raw_prompt(std::string_view text, bool add_special_tokens) const override {
+    std::vector<Token> out;
+    add_special(add_special_tokens, out);
     const auto body = tok_.encode(text, false);
     out.insert(out.end(), body.begin(), body.end());
     return out;
   }
-  std::unique_ptr<Detokenizer> detokenizer() const override {
-    return std::make_unique<TokenizerDetokenizer>(tok_);
+  std::unique_ptr<Detokenizer> detokenizer(bool skip_special_tokens) const override {
+    return std::make_unique<TokenizerDetokenizer>(tok_, skip_special_tokens);
   }
   std::string token_text(Token t) const override {
     if (t < 0 || static_cast<std::size_t>(t) >= tok_.size()) return {};
@@ -46,6 +57,12 @@ class TokenizerCodec final : public TextCodec {
   std::uint32_t size() const override { return static_cast<std::uint32_t>(tok_.size()); }
 
  private:
+  // What HF's add_special_tokens adds for a byte-level BPE: the BOS, when the tokenizer adds one.
+  void add_special(bool add, std::vector<Token>& out) const {
+    const auto& v = tok_.vocabulary();
+    if (add && v.add_bos && v.bos >= 0) out.push_back(v.bos);
+  }
+
   std::shared_ptr<const model::Tokenizer> owned_;
   const model::Tokenizer& tok_;
   model::ChatFormat format_;
@@ -76,21 +93,27 @@ class SyntheticDetokenizer final : public Detokenizer {
 class SyntheticCodec final : public TextCodec {
  public:
   explicit SyntheticCodec(std::uint32_t vocab) : vocab_(vocab) {}
-  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const override {
+  using TextCodec::chat_prompt;
+  using TextCodec::detokenizer;
+  using TextCodec::raw_prompt;
+  // No BOS and no special tokens: add_special_tokens and skip_special_tokens change nothing.
+  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m, model::ChatOptions o,
+                                 bool) const override {
     std::vector<Token> out;
     for (const auto& msg : m) {
       out.push_back(id_of("<|" + msg.role + "|>"));  // one token per turn marker, as chat formats have
       encode(msg.content, out);
     }
-    out.push_back(id_of("<|assistant|>"));
+    // Turns have no end marker here: continuing the last message only opens no new turn.
+    if (o.add_generation_prompt && !(o.continue_final_message && !m.empty())) out.push_back(id_of("<|assistant|>"));
     return out;
   }
-  std::vector<Token> raw_prompt(std::string_view text) const override {
+  std::vector<Token> raw_prompt(std::string_view text, bool) const override {
     std::vector<Token> out;
     encode(text, out);
     return out;
   }
-  std::unique_ptr<Detokenizer> detokenizer() const override {
+  std::unique_ptr<Detokenizer> detokenizer(bool) const override {
     return std::make_unique<SyntheticDetokenizer>();
   }
   std::string token_text(Token t) const override { return SyntheticDetokenizer().push(t); }

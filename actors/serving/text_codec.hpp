@@ -16,8 +16,10 @@ namespace actorlm::serving {
 
 using model::Token;
 
-// Streams one sample's tokens into text: whole UTF-8 characters only; special tokens
-// (end-of-turn...) produce no text.
+// Streams one sample's tokens into text: whole UTF-8 characters only; special (control) tokens
+// (end-of-turn...) produce no text unless asked (skip_special_tokens = false: their text as is,
+// with no spaces around it, as vLLM's fast detokenizer gives for byte-level BPE vocabularies
+// whatever spaces_between_special_tokens says).
 class Detokenizer {
  public:
   virtual ~Detokenizer() = default;
@@ -28,11 +30,19 @@ class Detokenizer {
 class TextCodec {
  public:
   virtual ~TextCodec() = default;
-  // The messages rendered in the model's chat format, the assistant's turn opened.
-  virtual std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>&) const = 0;
-  // Plain text to complete (with the beginning-of-sequence token when the model wants one).
-  virtual std::vector<Token> raw_prompt(std::string_view text) const = 0;
-  virtual std::unique_ptr<Detokenizer> detokenizer() const = 0;
+  // The messages rendered in the model's chat format. add_special_tokens: the tokenizer's own
+  // special tokens (its BOS, when it adds one) in front as well, on top of what the template
+  // writes (vLLM's chat API: false by default).
+  virtual std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>&, model::ChatOptions,
+                                         bool add_special_tokens) const = 0;
+  // The assistant's turn opened, nothing added.
+  std::vector<Token> chat_prompt(const std::vector<model::ChatMessage>& m) const { return chat_prompt(m, {}, false); }
+  // Plain text to complete; add_special_tokens: with the beginning-of-sequence token when the
+  // model wants one (vLLM's completions default: true).
+  virtual std::vector<Token> raw_prompt(std::string_view text, bool add_special_tokens) const = 0;
+  std::vector<Token> raw_prompt(std::string_view text) const { return raw_prompt(text, true); }
+  virtual std::unique_ptr<Detokenizer> detokenizer(bool skip_special_tokens) const = 0;
+  std::unique_ptr<Detokenizer> detokenizer() const { return detokenizer(true); }
   // One token's text for logprobs (its bytes; may be a partial character).
   virtual std::string token_text(Token) const = 0;
   // Token ids a prompt may hold: [0, size()).

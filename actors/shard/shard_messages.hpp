@@ -8,6 +8,7 @@
 
 #include "actors/kv/kv_types.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -15,6 +16,15 @@ namespace actorlm::shard {
 
 using RequestId = std::uint64_t;
 
+struct LogitBias {
+  kv::TokenId token = 0;
+  float bias = 0;  // [-100, 100], added to the token's logit
+};
+
+// How a sample's next token is drawn. Before the draw, a shard changes the row of logits in
+// vLLM's order: logit_bias added, min_tokens' stop ids masked, then the repetition, presence
+// and frequency penalties (kernels/cpu/sampling.hpp); reported log-probabilities are those of
+// the changed row.
 struct SamplingParams {
   float temperature = 1.0f;  // 0: greedy
   float top_p = 1.0f;
@@ -25,7 +35,20 @@ struct SamplingParams {
   std::uint32_t top_logprobs = 0;
   float presence_penalty = 0.0f;   // [-2, 2], subtracted once from every generated token's logit
   float frequency_penalty = 0.0f;  // [-2, 2], subtracted per occurrence (OpenAI's definition)
+  float repetition_penalty = 1.0f; // > 0; divides (x > 0) or multiplies (x <= 0) the logits of
+                                   // tokens in the prompt or the output (HF's, vLLM's)
+  std::vector<LogitBias> logit_bias;
+  std::uint32_t min_tokens = 0;    // while fewer tokens are generated, min_tokens_stop_ids are
+  std::vector<kv::TokenId> min_tokens_stop_ids;  // masked: the sample cannot end (the scheduler
+                                                 // fills them in from the request's stop ids)
   bool has_penalties() const { return presence_penalty != 0.0f || frequency_penalty != 0.0f; }
+  // Whether the row of logits changes before the draw of a sample that has `generated` tokens.
+  bool changes_logits(std::size_t generated) const {
+    return has_penalties() || repetition_penalty != 1.0f || !logit_bias.empty() || masks_stop_ids(generated);
+  }
+  bool masks_stop_ids(std::size_t generated) const {
+    return generated < min_tokens && !min_tokens_stop_ids.empty();
+  }
 };
 
 // A sequence the shards have not seen: first scheduled, resumed after preemption (recompute

@@ -18,9 +18,14 @@ namespace actorlm::shard {
 using shard_actor = caf::typed_actor<caf::replies_to<Step>::with<StepResult>>;
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, LogitBias& x) {
+  return f(caf::meta::type_name("LogitBias"), x.token, x.bias);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SamplingParams& x) {
   return f(caf::meta::type_name("SamplingParams"), x.temperature, x.top_p, x.top_k, x.min_p,
-           x.seed, x.logprobs, x.top_logprobs, x.presence_penalty, x.frequency_penalty);
+           x.seed, x.logprobs, x.top_logprobs, x.presence_penalty, x.frequency_penalty,
+           x.repetition_penalty, x.logit_bias, x.min_tokens, x.min_tokens_stop_ids);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, NewSeq& x) {

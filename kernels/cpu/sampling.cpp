@@ -395,4 +395,25 @@ void apply_penalties(std::span<float> logits, std::span<const int32_t> generated
   for (const auto& [t, c] : counts) logits[static_cast<std::size_t>(t)] -= presence + float(c) * frequency;
 }
 
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> seen, float penalty) {
+  if (penalty == 1.0f) return;
+  std::vector<bool> done(logits.size(), false);  // each token once, however often it occurs
+  for (int32_t t : seen) {
+    if (t < 0 || static_cast<std::size_t>(t) >= logits.size() || done[static_cast<std::size_t>(t)]) continue;
+    done[static_cast<std::size_t>(t)] = true;
+    float& x = logits[static_cast<std::size_t>(t)];
+    x = x > 0 ? x / penalty : x * penalty;
+  }
+}
+
+void apply_logit_bias(std::span<float> logits, std::span<const TokenBias> bias) {
+  for (const TokenBias& b : bias)
+    if (b.token >= 0 && static_cast<std::size_t>(b.token) < logits.size()) logits[static_cast<std::size_t>(b.token)] += b.bias;
+}
+
+void mask_tokens(std::span<float> logits, std::span<const int32_t> tokens) {
+  for (int32_t t : tokens)
+    if (t >= 0 && static_cast<std::size_t>(t) < logits.size()) logits[static_cast<std::size_t>(t)] = kNegInf;
+}
+
 }  // namespace actorlm::kernels::cpu

@@ -69,11 +69,30 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t stream,
                uint64_t position);
 
-// OpenAI's repetition penalties, in place: every token id t that occurs c > 0 times in
-// `generated` loses presence + c * frequency from its logit. logits: [vocab]; ids outside it
-// are ignored.
+// Logit processing before a draw, each in place on one row (logits: [vocab]; ids outside it are
+// ignored). A caller applies them in vLLM's order: the bias and the mask (its logits
+// processors), then the repetition, presence and frequency penalties.
+
+// OpenAI's repetition penalties: every token id t that occurs c > 0 times in `generated` loses
+// presence + c * frequency from its logit.
 void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence,
                      float frequency);
+
+// HF's and vLLM's repetition penalty (CTRL's, Keskar et al. 2019): the logit x of every token id
+// that occurs in `seen` (prompt and output) becomes x / penalty when x > 0, x * penalty
+// otherwise, so penalty > 1 discourages repeats whatever the logit's sign. penalty > 0.
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> seen, float penalty);
+
+struct TokenBias {
+  int32_t token;
+  float bias;
+};
+// OpenAI's logit_bias: `bias` added to its token's logit (-100 bans a token in practice,
+// +100 all but forces it).
+void apply_logit_bias(std::span<float> logits, std::span<const TokenBias> bias);
+
+// Sets the listed tokens' logits to -inf: they cannot be drawn (min_tokens' stop tokens).
+void mask_tokens(std::span<float> logits, std::span<const int32_t> tokens);
 
 // The uniform number in [0, 1) behind a draw: splitmix64 chained over (seed, stream, position),
 // top 53 bits. Exposed so that another backend can reproduce the same draws.

@@ -21,16 +21,18 @@ std::string falcon_speaker(std::string_view role) {
   return name;
 }
 
-void render_message(ChatFormat format, const ChatMessage& m, bool first, std::string& out) {
+// `open`: without the end of turn (continue_final_message).
+void render_message(ChatFormat format, const ChatMessage& m, bool first, bool open, std::string& out) {
   switch (format) {
     case ChatFormat::chatml:
-      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      out += "<|im_start|>" + m.role + "\n" + m.content;
+      if (!open) out += "<|im_end|>\n";
       return;
     case ChatFormat::llama3:
       if (first) out += "<|begin_of_text|>";
       out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
       out += trim_ascii_space(m.content);
-      out += "<|eot_id|>";
+      if (!open) out += "<|eot_id|>";
       return;
     case ChatFormat::falcon:
       if (!first) out += "\n";
@@ -82,19 +84,20 @@ std::string default_system_message(std::string_view source) {
   return {};
 }
 
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, std::string_view default_system) {
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, ChatOptions options,
+                        std::string_view default_system) {
   std::string out;
   bool first = true;
   if (!default_system.empty() && !messages.empty() && messages.front().role != "system") {
-    render_message(format, {"system", std::string(default_system)}, first, out);
+    render_message(format, {"system", std::string(default_system)}, first, false, out);
     first = false;
   }
-  for (const ChatMessage& m : messages) {
-    render_message(format, m, first, out);
+  const bool open_last = options.continue_final_message && !messages.empty();
+  for (std::size_t i = 0; i < messages.size(); ++i) {
+    render_message(format, messages[i], first, open_last && i + 1 == messages.size(), out);
     first = false;
   }
-  if (add_generation_prompt) out += generation_prompt(format);
+  if (options.add_generation_prompt && !open_last) out += generation_prompt(format);
   return out;
 }
 

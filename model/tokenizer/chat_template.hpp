@@ -37,11 +37,21 @@ ChatFormat select_chat_format(std::string_view template_source, std::string_view
 // assistant named SmolLM, trained by Hugging Face".
 std::string default_system_message(std::string_view template_source);
 
+// The switches HF's apply_chat_template (and vLLM's chat API) gives a template.
+struct ChatOptions {
+  bool add_generation_prompt = true;    // the assistant's turn opened after the messages
+  bool continue_final_message = false;  // the last message left open, without its end of turn,
+                                        // for the model to continue it ("prefill"); HF renders
+                                        // the template and cuts the text after that message's
+                                        // content (llama3: trimmed). add_generation_prompt is
+                                        // then ignored (HF and vLLM refuse both).
+};
+
 // The prompt text (special tokens written out, to be encoded with parse_special = true).
 // `default_system`: when not empty, used as a system message in front when the first message is
 // not a system message (SmolLM2's ChatML template does this; see default_system_message).
 // llama3 puts "<|begin_of_text|>" before the first message only: no messages, no BOS.
-std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages,
-                        bool add_generation_prompt, std::string_view default_system = {});
+std::string render_chat(ChatFormat format, const std::vector<ChatMessage>& messages, ChatOptions options,
+                        std::string_view default_system = {});
 
 }  // namespace actorlm::model

@@ -23,20 +23,94 @@ namespace {
 
 constexpr std::uint32_t max_top_logprobs = 20;
 
+// splitmix64 (a bijection with good avalanche) chained over the coordinates, innermost first.
+std::uint64_t draw_hash(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
+                        std::uint32_t sample, std::uint64_t position) {
+  std::uint64_t h = kernels::splitmix64((std::uint64_t{sample} << 40) ^ position);
+  h = kernels::splitmix64(request ^ h);
+  h = kernels::splitmix64(request_seed ^ h);
+  return kernels::splitmix64(sim_seed ^ h);
+}
+
 }  // namespace
 
 kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
                       std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
                       std::int32_t avoid) {
-  // splitmix64 (a bijection with good avalanche) chained over the coordinates, innermost first.
-  std::uint64_t h = kernels::splitmix64((std::uint64_t{sample} << 40) ^ position);
-  h = kernels::splitmix64(request ^ h);
-  h = kernels::splitmix64(request_seed ^ h);
-  h = kernels::splitmix64(sim_seed ^ h);
+  const std::uint64_t h = draw_hash(sim_seed, request_seed, request, sample, position);
   auto token = static_cast<std::uint32_t>(h % vocab_size);
   if (avoid >= 0 && token == static_cast<std::uint32_t>(avoid) && vocab_size > 1)
     token = (token + 1) % vocab_size;
   return static_cast<kv::TokenId>(token);
+}
+
+namespace {
+
+// The tokens a draw may not return now: the EOS (never sampled) and, before min_tokens, the stop
+// ids. Sorted, within the vocabulary.
+std::vector<kv::TokenId> banned_tokens(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t generated) {
+  std::vector<kv::TokenId> out;
+  if (generated < s.min_tokens) out = s.min_tokens_stop_ids;
+  if (m.eos_token_id >= 0) out.push_back(m.eos_token_id);
+  std::erase_if(out, [&](kv::TokenId t) { return t < 0 || static_cast<std::uint32_t>(t) >= m.vocab_size; });
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool contains(const std::vector<kv::TokenId>& sorted, kv::TokenId t) {
+  return std::binary_search(sorted.begin(), sorted.end(), t);
+}
+
+// The j-th id (from 0, by id) of [0, vocab) that is not in `excluded` (sorted, unique, in range).
+kv::TokenId nth_not_excluded(std::uint64_t j, const std::vector<kv::TokenId>& excluded) {
+  std::uint64_t t = j;
+  for (kv::TokenId e : excluded) {  // each excluded id at or below the answer pushes it up by one
+    if (static_cast<std::uint64_t>(e) > t) break;
+    ++t;
+  }
+  return static_cast<kv::TokenId>(t);
+}
+
+}  // namespace
+
+SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
+                 std::uint32_t generated) {
+  const float uniform_logprob = -std::log(static_cast<float>(m.vocab_size));
+  const auto banned = banned_tokens(m, s, generated);
+  if (s.logit_bias.empty()) {
+    // sim_token's draw, moved past every banned id (the EOS alone: exactly sim_token).
+    auto t = static_cast<std::uint32_t>(sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id));
+    for (std::uint32_t tries = 0; contains(banned, static_cast<kv::TokenId>(t)) && tries < m.vocab_size; ++tries)
+      t = (t + 1) % m.vocab_size;
+    return {static_cast<kv::TokenId>(t), uniform_logprob};
+  }
+  // Weights: e^bias for a biased token, 1 for the others, 0 for the banned.
+  std::vector<kv::TokenId> excluded = banned;  // from the unit-weight rest: banned or biased
+  std::vector<std::pair<kv::TokenId, double>> biased;
+  double biased_mass = 0;
+  for (const auto& b : s.logit_bias) {
+    if (b.token < 0 || static_cast<std::uint32_t>(b.token) >= m.vocab_size) continue;
+    excluded.push_back(b.token);
+    if (contains(banned, b.token)) continue;
+    biased.emplace_back(b.token, std::exp(double(b.bias)));
+    biased_mass += biased.back().second;
+  }
+  std::sort(excluded.begin(), excluded.end());
+  excluded.erase(std::unique(excluded.begin(), excluded.end()), excluded.end());
+  const double rest = double(m.vocab_size) - double(excluded.size());
+  const double mass = biased_mass + rest;
+  if (!(mass > 0)) return {m.eos_token_id >= 0 ? m.eos_token_id : 0, 0.0f};  // nothing drawable: not reachable
+  const std::uint64_t h = draw_hash(m.seed, s.seed, s.request, sample, position);
+  const double x = double(h >> 11) * 0x1.0p-53 * mass;  // uniform in [0, mass)
+  double below = 0;
+  for (const auto& [token, w] : biased) {
+    below += w;
+    if (x < below) return {token, static_cast<float>(std::log(w / mass))};
+  }
+  if (rest < 1) return {biased.back().first, static_cast<float>(std::log(biased.back().second / mass))};  // rounding
+  const auto j = std::min(static_cast<std::uint64_t>(std::max(0.0, x - biased_mass)), static_cast<std::uint64_t>(rest) - 1);
+  return {nth_not_excluded(j, excluded), static_cast<float>(-std::log(mass))};
 }
 
 StepShape step_shape(const shard::Step& step) {
@@ -62,8 +136,14 @@ StepShape step_shape(const shard::Step& step) {
 
 void SimSequences::apply(const shard::Step& step) {
   for (kv::SeqId id : step.dropped) seqs_.erase(id);
-  for (const auto& n : step.added)
-    seqs_[n.seq] = {n.request, n.sample, n.sampling.seed, n.sampling.logprobs, n.sampling.top_logprobs};
+  for (const auto& n : step.added) {
+    Seq s{n.request, n.sample, n.prompt_len, n.sampling.seed, n.sampling.logprobs, n.sampling.top_logprobs,
+          n.sampling.min_tokens, n.sampling.min_tokens_stop_ids, n.sampling.logit_bias};
+    std::sort(s.min_tokens_stop_ids.begin(), s.min_tokens_stop_ids.end());
+    std::sort(s.logit_bias.begin(), s.logit_bias.end(),
+              [](const shard::LogitBias& a, const shard::LogitBias& b) { return a.token < b.token; });
+    seqs_[n.seq] = std::move(s);
+  }
 }
 
 const SimSequences::Seq& SimSequences::at(kv::SeqId id) const {
@@ -83,20 +163,19 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
   for (const auto& w : step.seqs)
     if (!w.padding) n += w.num_samples;
   r.tokens.reserve(n);
-  const float logprob = -std::log(static_cast<float>(m.vocab_size));  // a uniform draw
   for (const auto& w : step.seqs) {
     if (w.padding || w.num_samples == 0) continue;
     const auto& s = seqs.at(w.seq);
     const std::uint64_t position = w.end;  // of the new token
+    const std::uint32_t generated = w.end > s.prompt_len ? w.end - s.prompt_len : 0;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
-      shard::SampledToken t{w.seq, sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id),
-                            logprob,
-                            {}};
+      const SimDraw d = sim_draw(m, s, sample, position, generated);
+      shard::SampledToken t{w.seq, d.token, d.logprob, {}};
       if (s.logprobs) {
         const std::uint32_t k = std::min({s.top_logprobs, max_top_logprobs, m.vocab_size});
         for (std::uint32_t i = 0; i < k; ++i)
-          t.top.push_back({static_cast<kv::TokenId>((std::uint32_t(t.token) + i) % m.vocab_size), logprob});
+          t.top.push_back({static_cast<kv::TokenId>((std::uint32_t(t.token) + i) % m.vocab_size), d.logprob});
       }
       r.tokens.push_back(std::move(t));
     }

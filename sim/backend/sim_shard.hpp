@@ -44,9 +44,13 @@ class SimSequences {
   struct Seq {
     shard::RequestId request = 0;
     std::uint32_t sample = 0;
+    std::uint32_t prompt_len = 0;
     std::uint64_t seed = 0;
     bool logprobs = false;
     std::uint32_t top_logprobs = 0;
+    std::uint32_t min_tokens = 0;
+    std::vector<kv::TokenId> min_tokens_stop_ids;  // sorted
+    std::vector<shard::LogitBias> logit_bias;      // sorted by token
   };
   void apply(const shard::Step&);  // the step's drops, then its additions
   // Throws std::invalid_argument for a sequence never added (or dropped).
@@ -67,5 +71,21 @@ shard::StepResult simulate_step(const SimShardModel&, SimSequences& seqs, const 
 kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
                       std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
                       std::int32_t avoid);
+
+// One draw of a sequence that has `generated` tokens, honouring the sampling parameters that
+// have a meaning without a model. The sim's draws are uniform, as if every logit were 0:
+//   * logit_bias: a token of bias b weighs e^b against 1 for the others (so -100 bans it, +100
+//     all but forces it); the draw is then the inverse CDF, over (biased tokens by id, then the
+//     rest by id), of a uniform number from the same hash as sim_token;
+//   * min_tokens: its stop ids are never drawn before then (moved to the next id, as the EOS);
+//   * repetition_penalty divides or multiplies a logit of 0: no effect, exactly; temperature,
+//     top-k/p, min-p and the presence and frequency penalties are not modelled.
+// Without a bias it is sim_token's draw (the same tokens as before, logprob -log(vocab_size)).
+struct SimDraw {
+  kv::TokenId token = 0;
+  float logprob = 0;
+};
+SimDraw sim_draw(const SimShardModel&, const SimSequences::Seq&, std::uint32_t sample, std::uint64_t position,
+                 std::uint32_t generated);
 
 }  // namespace actorlm::sim

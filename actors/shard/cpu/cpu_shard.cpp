@@ -29,6 +29,21 @@ kernels::cpu::SamplerParams sampler_params(const SamplingParams& s) {
   return p;
 }
 
+// SamplingParams' changes to one row, in its order (vLLM's: logits processors, then penalties).
+void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
+  namespace k = kernels::cpu;
+  const SamplingParams& p = s.sampling;
+  if (!p.logit_bias.empty()) {
+    std::vector<k::TokenBias> bias;
+    bias.reserve(p.logit_bias.size());
+    for (const auto& b : p.logit_bias) bias.push_back({b.token, b.bias});
+    k::apply_logit_bias(row, bias);
+  }
+  if (p.masks_stop_ids(s.generated().size())) k::mask_tokens(row, p.min_tokens_stop_ids);
+  k::apply_repetition_penalty(row, s.tokens, p.repetition_penalty);
+  if (p.has_penalties()) k::apply_penalties(row, s.generated(), p.presence_penalty, p.frequency_penalty);
+}
+
 }  // namespace
 
 CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
@@ -75,12 +90,11 @@ StepResult CpuShard::execute(const Step& step) {
       if (w.padding || w.num_samples == 0) continue;
       const auto& s = *work[i];
       std::span<const float> logits(logits_.data() + row * vocab, vocab);
-      if (s.sampling.has_penalties()) {
-        // Penalised logits: the draw and the reported log-probabilities both use them.
-        penalised_.assign(logits.begin(), logits.end());
-        kernels::cpu::apply_penalties(penalised_, s.generated(), s.sampling.presence_penalty,
-                                      s.sampling.frequency_penalty);
-        logits = penalised_;
+      if (s.sampling.changes_logits(s.generated().size())) {
+        // The changed row: the draw and the reported log-probabilities both use it.
+        processed_.assign(logits.begin(), logits.end());
+        process_logits(s, processed_);
+        logits = processed_;
       }
       const auto params = sampler_params(s.sampling);
       const std::uint64_t position = w.end;  // of the token drawn

@@ -40,7 +40,7 @@ class CpuShard {
   SequenceState seqs_;  // what this rank holds of each sequence, from the incremental steps
   std::vector<kernels::cpu::ForwardSeq> batch_;
   std::vector<float> logits_;  // [rows, vocab]
-  std::vector<float> penalised_;  // [vocab]: one row with repetition penalties applied
+  std::vector<float> processed_;  // [vocab]: one row changed by its sampling parameters
 };
 
 }  // namespace actorlm::shard

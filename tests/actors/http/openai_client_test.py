@@ -2,7 +2,9 @@
 
 Usage: openai_client_test.py ACTORLM_BINARY
 Starts the server (default config: cpu backend, default model) on a free loopback port, then
-runs chat and completion calls, streaming and not, and one refused call, through the client.
+runs chat and completion calls, streaming and not, and one refused call, through the client;
+then vLLM's extension fields, sent as the ecosystem's clients send them (`extra_body`), each
+streamed and not, with a check of its effect.
 """
 import re
 import subprocess
@@ -38,7 +40,8 @@ class Server:
             raise RuntimeError(f"the server exited with {code}:\n" + "".join(self.log))
 
 
-class OpenAIClientTest(unittest.TestCase):
+class ServerTestCase(unittest.TestCase):
+    """A test class with its own server, and a client of it."""
     server = None
 
     @classmethod
@@ -49,6 +52,9 @@ class OpenAIClientTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()  # SIGTERM: drains and exits 0
+
+
+class OpenAIClientTest(ServerTestCase):
 
     def test_chat_completion_answers_the_question(self):
         r = self.client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0)
@@ -104,6 +110,205 @@ class OpenAIClientTest(unittest.TestCase):
     def test_unknown_model_raises_not_found(self):
         with self.assertRaises(openai.NotFoundError):
             self.client.chat.completions.create(model="gpt-4o", messages=QUESTION)
+
+
+PROMPT = "The capital of France is"  # greedy: " Paris.\n"
+
+
+def gather(stream):
+    """A stream's choices joined: {index: [text, finish_reason, tokens]}, and every chunk's usage."""
+    choices, usages = {}, []
+    for chunk in stream:
+        usages.append(chunk.usage)
+        for c in chunk.choices:
+            got = choices.setdefault(c.index, ["", None, []])
+            if hasattr(c, "delta"):
+                got[0] += c.delta.content or ""
+                if c.logprobs and c.logprobs.content:
+                    got[2] += [t.token for t in c.logprobs.content]
+            else:
+                got[0] += c.text
+                if c.logprobs:
+                    got[2] += c.logprobs.tokens
+            got[1] = c.finish_reason or got[1]
+    return choices, usages
+
+
+class VllmExtensionFieldsTest(ServerTestCase):
+    """Each of vLLM's extension fields through the official client's extra_body, streamed and not."""
+
+    def complete(self, stream, **kw):
+        """(text, finish_reason, completion_tokens, logprob tokens) of a greedy completion of PROMPT."""
+        args = dict(model=MODEL, prompt=PROMPT, temperature=0, max_tokens=3)
+        args.update(kw)
+        if not stream:
+            r = self.client.completions.create(**args)
+            c = r.choices[0]
+            return c.text, c.finish_reason, r.usage.completion_tokens, c.logprobs.tokens if c.logprobs else []
+        choices, usages = gather(self.client.completions.create(stream=True, stream_options={"include_usage": True}, **args))
+        text, reason, tokens = choices[0]
+        return text, reason, usages[-1].completion_tokens, tokens
+
+    def chat(self, stream, **kw):
+        """(content, finish_reason, usage) of a greedy answer to QUESTION."""
+        args = dict(model=MODEL, messages=QUESTION, temperature=0)
+        args.update(kw)
+        if not stream:
+            r = self.client.chat.completions.create(**args)
+            return r.choices[0].message.content, r.choices[0].finish_reason, r.usage
+        choices, usages = gather(self.client.chat.completions.create(stream=True, stream_options={"include_usage": True}, **args))
+        return choices[0][0], choices[0][1], usages[-1]
+
+    def token_ids(self):
+        """The ids of the greedy completion's tokens (return_tokens_as_token_ids)."""
+        _, _, _, tokens = self.complete(False, logprobs=0, extra_body={"return_tokens_as_token_ids": True})
+        self.assertTrue(all(re.fullmatch(r"token_id:\d+", t) for t in tokens), tokens)
+        return [int(t.split(":")[1]) for t in tokens]
+
+    def test_ignore_eos_runs_to_max_tokens(self):
+        for stream in (False, True):
+            text, reason, usage = self.chat(stream, max_tokens=20, extra_body={"ignore_eos": True})
+            self.assertEqual((reason, usage.completion_tokens), ("length", 20), f"stream={stream}")
+            self.assertTrue(text.startswith("The capital of France is Paris."), text)
+            _, reason, usage = self.chat(stream, max_tokens=20)
+            self.assertEqual(reason, "stop")
+            self.assertLess(usage.completion_tokens, 20)
+
+    def test_min_tokens_suppresses_eos(self):
+        _, _, plain = self.chat(False, max_tokens=40)
+        for stream in (False, True):
+            text, _, usage = self.chat(stream, max_tokens=40, extra_body={"min_tokens": plain.completion_tokens + 4})
+            self.assertGreater(usage.completion_tokens, plain.completion_tokens + 4, f"stream={stream}")
+            self.assertTrue(text.startswith("The capital of France is Paris."), text)
+
+    def test_return_tokens_as_token_ids_names_tokens_by_id(self):
+        ids = self.token_ids()
+        self.assertEqual(len(ids), 3)
+        for stream in (False, True):
+            _, _, _, tokens = self.complete(stream, logprobs=1, extra_body={"return_tokens_as_token_ids": True})
+            self.assertEqual(tokens, [f"token_id:{i}" for i in ids])
+        r = self.client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=0, max_tokens=2, logprobs=True,
+                                                extra_body={"return_tokens_as_token_ids": True})
+        self.assertTrue(all(t.token.startswith("token_id:") for t in r.choices[0].logprobs.content))
+
+    def test_stop_token_ids_stop_and_include_stop_str_in_output_keeps_the_token(self):
+        paris, dot, _ = self.token_ids()
+        for stream in (False, True):
+            self.assertEqual(self.complete(stream, max_tokens=8, extra_body={"stop_token_ids": [dot]})[:3], (" Paris", "stop", 2))
+            kept = self.complete(stream, max_tokens=8, extra_body={"stop_token_ids": [dot], "include_stop_str_in_output": True})
+            self.assertEqual(kept[:3], (" Paris.", "stop", 2))
+
+    def test_include_stop_str_in_output_keeps_a_stop_string(self):
+        for stream in (False, True):
+            self.assertEqual(self.complete(stream, stop=["."])[:2], (" Paris", "stop"))
+            self.assertEqual(self.complete(stream, stop=["."], extra_body={"include_stop_str_in_output": True})[:2],
+                             (" Paris.", "stop"))
+
+    def test_min_tokens_holds_stop_strings_back_too(self):
+        for stream in (False, True):
+            text, reason, tokens, _ = self.complete(stream, max_tokens=3, stop=["."], extra_body={"min_tokens": 2})
+            self.assertEqual((text, reason, tokens), (" Paris.\n", "length", 3))  # "." came with token 2
+
+    def test_echo_returns_the_prompt(self):
+        for stream in (False, True):
+            self.assertEqual(self.complete(stream, extra_body={"echo": True})[0], PROMPT + " Paris.\n")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(False, echo=True, logprobs=1)
+        self.assertIn("echo", str(e.exception))
+
+    def test_logit_bias_of_minus_100_bans_a_token(self):
+        paris = self.token_ids()[0]
+        for stream in (False, True):
+            # OpenAI's own logit_bias parameter, as vLLM takes it (the ids as strings).
+            _, _, _, tokens = self.complete(stream, logprobs=0, logit_bias={str(paris): -100},
+                                            extra_body={"return_tokens_as_token_ids": True})
+            self.assertNotIn(f"token_id:{paris}", tokens)
+            _, _, _, forced = self.complete(stream, logprobs=0, max_tokens=2, logit_bias={"42": 100},
+                                            extra_body={"return_tokens_as_token_ids": True})
+            self.assertEqual(forced, ["token_id:42", "token_id:42"])
+
+    def test_continuous_usage_stats_puts_usage_in_every_chunk(self):
+        options = {"include_usage": True, "continuous_usage_stats": True}
+        for create, args in ((self.client.completions.create, dict(prompt=PROMPT, max_tokens=5)),
+                             (self.client.chat.completions.create, dict(messages=QUESTION, max_tokens=5))):
+            stream = create(model=MODEL, temperature=0, stream=True, extra_body={"stream_options": options}, **args)
+            choices, usages = gather(stream)
+            self.assertTrue(all(u is not None for u in usages), usages)
+            counts = [u.completion_tokens for u in usages]
+            self.assertEqual(counts, sorted(counts))
+            self.assertEqual(counts[-1], 5)
+            self.assertTrue(all(u.total_tokens == u.prompt_tokens + u.completion_tokens for u in usages))
+
+    def test_skip_special_tokens_false_shows_the_end_of_turn(self):
+        for stream in (False, True):
+            shown, _, _ = self.chat(stream, max_tokens=12, extra_body={"ignore_eos": True, "skip_special_tokens": False})
+            self.assertIn("Paris.<|im_end|>", shown)
+            hidden, _, _ = self.chat(stream, max_tokens=12, extra_body={"ignore_eos": True})
+            self.assertNotIn("<|im_end|>", hidden)
+            # vLLM's detokenizer for byte-level vocabularies writes no spaces around special tokens either way.
+            same, _, _ = self.chat(stream, max_tokens=12, extra_body={"ignore_eos": True, "skip_special_tokens": False,
+                                                                      "spaces_between_special_tokens": False})
+            self.assertEqual(same, shown)
+
+    def test_eos_text_is_kept_only_with_include_stop_str_in_output(self):
+        for stream in (False, True):
+            text, reason, _ = self.chat(stream, extra_body={"skip_special_tokens": False})
+            self.assertEqual((text, reason), ("The capital of France is Paris.", "stop"))
+            kept, _, _ = self.chat(stream, extra_body={"skip_special_tokens": False, "include_stop_str_in_output": True})
+            self.assertEqual(kept, "The capital of France is Paris.<|im_end|>")
+
+    def test_repetition_penalty_changes_a_repeating_continuation(self):
+        prompt = "1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2,"
+        for stream in (False, True):
+            plain = self.complete(stream, prompt=prompt, max_tokens=8)[0]
+            penalised = self.complete(stream, prompt=prompt, max_tokens=8, extra_body={"repetition_penalty": 1.8})[0]
+            self.assertNotEqual(plain, penalised)
+            self.assertEqual(self.complete(stream, prompt=prompt, max_tokens=8, extra_body={"repetition_penalty": 1.0})[0], plain)
+
+    def test_add_special_tokens_adds_nothing_for_smollm2(self):
+        # SmolLM2's tokenizer adds no BOS (as HF's): the prompt is the same either way.
+        for stream in (False, True):
+            _, _, with_special = self.chat(stream, max_tokens=1, extra_body={"add_special_tokens": True})
+            self.assertEqual(with_special.prompt_tokens, 37)
+        r = self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1, extra_body={"add_special_tokens": False})
+        self.assertEqual(r.usage.prompt_tokens, 5)
+
+    def test_chat_template_switches_continue_the_final_message(self):
+        prefill = QUESTION + [{"role": "assistant", "content": "The capital of France is"}]
+        for stream in (False, True):
+            _, _, closed = self.chat(stream, max_tokens=1, extra_body={"add_generation_prompt": False})
+            self.assertEqual(closed.prompt_tokens, 37 - 4)  # no "<|im_start|>assistant\n": 4 tokens
+            text, _, _ = self.chat(stream, messages=prefill, max_tokens=2,
+                                   extra_body={"add_generation_prompt": False, "continue_final_message": True})
+            self.assertEqual(text, " Paris.")
+            kwargs, _, _ = self.chat(stream, messages=prefill, max_tokens=2,
+                                     extra_body={"chat_template_kwargs": {"add_generation_prompt": False,
+                                                                          "continue_final_message": True}})
+            self.assertEqual(kwargs, " Paris.")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.chat(False, messages=prefill, extra_body={"continue_final_message": True})
+        self.assertIn("continue_final_message", str(e.exception))
+
+    def test_best_of_returns_the_samples_of_highest_cumulative_logprob(self):
+        args = dict(model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=1.0, seed=5, logprobs=0)
+        every = self.client.completions.create(n=4, **args)
+        ranked = sorted(every.choices, key=lambda c: -sum(c.logprobs.token_logprobs))
+        best = self.client.completions.create(n=2, extra_body={"best_of": 4}, **args)
+        self.assertEqual([c.text for c in best.choices], [c.text for c in ranked[:2]])
+        self.assertEqual([c.index for c in best.choices], [0, 1])
+        self.assertEqual(best.usage.completion_tokens, sum(len(c.logprobs.tokens) for c in ranked[:2]))
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.completions.create(n=1, stream=True, extra_body={"best_of": 2}, **args)
+        self.assertIn("best_of", str(e.exception))
+
+    def test_model_may_be_omitted(self):
+        r = self.client.completions.create(model=openai.NOT_GIVEN, prompt=PROMPT, max_tokens=3, temperature=0)
+        self.assertEqual(r.choices[0].text, " Paris.\n")
+
+    def test_unknown_fields_are_still_refused_by_name(self):
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(False, extra_body={"ignore_eoss": True})
+        self.assertIn("ignore_eoss: unknown or unsupported field", str(e.exception))
 
 
 if __name__ == "__main__":

@@ -103,3 +103,111 @@ BOOST_AUTO_TEST_CASE(renders_errors_in_openai_shape) {
   BOOST_TEST(e.to_json() ==
              R"({"error":{"code":"invalid_value","message":"top_p: must be in (0, 1], found 0","param":"top_p","type":"invalid_request_error"}})");
 }
+
+BOOST_AUTO_TEST_CASE(parses_vllms_sampling_extensions_on_both_endpoints) {
+  const std::string fields =
+      R"("ignore_eos":true,"min_tokens":3,"stop_token_ids":[2,7],"include_stop_str_in_output":true,)"
+      R"("skip_special_tokens":false,"spaces_between_special_tokens":false,"repetition_penalty":1.3,)"
+      R"("return_tokens_as_token_ids":true,"add_special_tokens":false,"logit_bias":{"5":-100,"11":2.5},"best_of":3,"n":2)";
+  for (const auto ep : {Endpoint::completions, Endpoint::chat}) {
+    const std::string body = ep == Endpoint::chat ? R"({"model":"m","messages":[{"role":"user","content":"x"}],)" + fields + "}"
+                                                  : R"({"model":"m","prompt":"x",)" + fields + "}";
+    const auto r = ok(ep, body);
+    BOOST_TEST(r.ignore_eos);
+    BOOST_TEST(r.min_tokens == 3u);
+    BOOST_TEST((r.stop_token_ids == std::vector<std::int64_t>{2, 7}));
+    BOOST_TEST(r.include_stop_str_in_output);
+    BOOST_TEST(!r.skip_special_tokens);
+    BOOST_TEST(!r.spaces_between_special_tokens);
+    BOOST_TEST(r.repetition_penalty == 1.3f);
+    BOOST_TEST(r.return_tokens_as_token_ids);
+    BOOST_TEST(!r.add_special_tokens);
+    BOOST_TEST_REQUIRE(r.logit_bias.size() == 2u);
+    BOOST_TEST(r.logit_bias[0].first == 11);  // keys sorted as strings
+    BOOST_TEST(r.logit_bias[1].second == -100.0f);
+    BOOST_TEST(*r.best_of == 3u);
+    BOOST_TEST(r.samples_per_prompt() == 3u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(vllm_extensions_default_as_vllm_does) {
+  const auto c = ok(Endpoint::completions, R"({"model":"m","prompt":"x"})");
+  BOOST_TEST(c.add_special_tokens);  // completions: BOS added
+  BOOST_TEST(c.skip_special_tokens);
+  BOOST_TEST(c.repetition_penalty == 1.0f);
+  BOOST_TEST(!c.best_of);
+  BOOST_TEST(c.samples_per_prompt() == 1u);
+  const auto chat = ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"x"}]})");
+  BOOST_TEST(!chat.add_special_tokens);  // chat: the template writes them
+  BOOST_TEST(chat.add_generation_prompt);
+  BOOST_TEST(!chat.continue_final_message);
+}
+
+BOOST_AUTO_TEST_CASE(echo_is_a_completions_field_and_not_with_logprobs) {
+  BOOST_TEST(ok(Endpoint::completions, R"({"model":"m","prompt":"x","echo":true})").echo);
+  BOOST_TEST(bad(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"echo":true})").param == "echo");
+  const auto e = bad(Endpoint::completions, R"({"model":"m","prompt":"x","echo":true,"logprobs":1})");
+  BOOST_TEST(e.param == "echo");
+  BOOST_TEST(e.message.find("prompt's log-probabilities") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(chat_template_switches_and_kwargs_override_them) {
+  const std::string m = R"("model":"m","messages":[{"role":"user","content":"x"}])";
+  const auto cont = ok(Endpoint::chat, "{" + m + R"(,"add_generation_prompt":false,"continue_final_message":true})");
+  BOOST_TEST(!cont.add_generation_prompt);
+  BOOST_TEST(cont.continue_final_message);
+  const auto kw = ok(Endpoint::chat, "{" + m + R"(,"chat_template_kwargs":{"add_generation_prompt":false,"enable_thinking":false}})");
+  BOOST_TEST(!kw.add_generation_prompt);
+  const auto both = bad(Endpoint::chat, "{" + m + R"(,"continue_final_message":true})");
+  BOOST_TEST(both.param == "continue_final_message");
+  BOOST_TEST(bad(Endpoint::chat, "{" + m + R"(,"chat_template_kwargs":[1]})").param == "chat_template_kwargs");
+  BOOST_TEST(bad(Endpoint::chat, "{" + m + R"(,"chat_template_kwargs":{"add_generation_prompt":1}})").param ==
+             "chat_template_kwargs.add_generation_prompt");
+  BOOST_TEST(bad(Endpoint::completions, R"({"model":"m","prompt":"x","add_generation_prompt":false})").param ==
+             "add_generation_prompt");
+}
+
+BOOST_AUTO_TEST_CASE(continuous_usage_stats_puts_usage_in_every_chunk_and_implies_include_usage) {
+  const auto r = ok(Endpoint::completions,
+                    R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":true}})");
+  BOOST_TEST(r.continuous_usage_stats);
+  BOOST_TEST(r.include_usage);
+  const auto off = ok(Endpoint::completions,
+                      R"({"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":false,"continuous_usage_stats":true}})");
+  BOOST_TEST(!off.continuous_usage_stats);  // vLLM: only with include_usage
+  BOOST_TEST(bad(Endpoint::completions, R"({"model":"m","prompt":"x","stream":true,"stream_options":{"continuous_usage_stats":1}})")
+                 .param == "stream_options.continuous_usage_stats");
+}
+
+BOOST_AUTO_TEST_CASE(names_each_bad_extension_field) {
+  const auto field_of = [](const std::string& extra) {
+    return bad(Endpoint::completions, R"({"model":"m","prompt":"x",)" + extra + "}").param;
+  };
+  BOOST_TEST(field_of(R"("ignore_eos":1)") == "ignore_eos");
+  BOOST_TEST(field_of(R"("min_tokens":-1)") == "min_tokens");
+  BOOST_TEST(field_of(R"("max_tokens":4,"min_tokens":5)") == "min_tokens");
+  BOOST_TEST(field_of(R"("stop_token_ids":3)") == "stop_token_ids");
+  BOOST_TEST(field_of(R"("stop_token_ids":[1,-2])") == "stop_token_ids[1]");
+  BOOST_TEST(field_of(R"("repetition_penalty":0)") == "repetition_penalty");
+  BOOST_TEST(field_of(R"("repetition_penalty":"1")") == "repetition_penalty");
+  BOOST_TEST(field_of(R"("repetition_penalty":1e7)") == "repetition_penalty");
+  BOOST_TEST(field_of(R"("logit_bias":{"abc":1})") == "logit_bias");
+  BOOST_TEST(field_of(R"("logit_bias":{"-3":1})") == "logit_bias");
+  BOOST_TEST(field_of(R"("logit_bias":{"3":-101})") == "logit_bias.3");
+  BOOST_TEST(field_of(R"("logit_bias":[3])") == "logit_bias");
+  BOOST_TEST(field_of(R"("n":3,"best_of":2)") == "best_of");
+  BOOST_TEST(field_of(R"("best_of":2,"stream":true)") == "best_of");
+  BOOST_TEST(field_of(R"("skip_special_tokens":"no")") == "skip_special_tokens");
+  BOOST_TEST(field_of(R"("ignore_eoss":true)") == "ignore_eoss");  // still unknown: still refused
+  // best_of = n streams (nothing to choose), as vLLM allows.
+  BOOST_TEST(*ok(Endpoint::completions, R"({"model":"m","prompt":"x","n":2,"best_of":2,"stream":true})").best_of == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(model_may_be_omitted_when_the_server_names_its_model) {
+  auto r = parse_request(Endpoint::completions, R"({"prompt":"x"})", "served");
+  BOOST_TEST_REQUIRE(std::holds_alternative<CompletionRequest>(r));
+  BOOST_TEST(std::get<CompletionRequest>(r).model == "served");
+  auto given = parse_request(Endpoint::completions, R"({"model":"other","prompt":"x"})", "served");
+  BOOST_TEST(std::get<CompletionRequest>(given).model == "other");  // the server decides whether it is served
+  BOOST_TEST(bad(Endpoint::completions, R"({"prompt":"x"})").param == "model");  // no served name given
+}

@@ -39,7 +39,7 @@ std::string long_prompt(int tokens) {
 const std::vector<BadRequest> cases = {
     {"invalid_json", C, "{\"model\":", 400, "", "not valid JSON"},
     {"body_not_an_object", C, "[1,2]", 400, "body", "expected a JSON object, found an array"},
-    {"missing_model", C, R"({"prompt":"x"})", 400, "model", "model: missing"},
+    {"model_not_a_string", C, R"({"model":7,"prompt":"x"})", 400, "model", "model: expected a string, found an integer"},
     {"model_not_a_string", C, R"({"model":3,"prompt":"x"})", 400, "model", "expected a string, found an integer"},
     {"unknown_model", C, R"({"model":"gpt-9","prompt":"x"})", 404, "model", "\"gpt-9\" is not served here"},
     {"missing_prompt", C, "{" + M + "}", 400, "prompt", "prompt: missing"},

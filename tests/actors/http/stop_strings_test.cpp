@@ -89,3 +89,24 @@ BOOST_AUTO_TEST_CASE(random_splits_give_the_same_text_as_searching_the_whole_str
     BOOST_TEST_REQUIRE(text == (stopped ? whole.substr(0, first) : whole), whole);
   }
 }
+
+BOOST_AUTO_TEST_CASE(include_stop_str_in_output_keeps_the_stop_string_and_cuts_after_it) {
+  StopMatcher m({"END"}, true);
+  std::string out = m.push("the E");
+  out += m.push("ND of it");
+  BOOST_TEST(m.stopped());
+  BOOST_TEST(out == "the END");
+}
+
+BOOST_AUTO_TEST_CASE(text_pushed_disarmed_ends_no_stop_string_but_may_start_one) {
+  StopMatcher m({"ab"});
+  BOOST_TEST(m.push("xab", false) == "xab");  // "ab" ends in disarmed text: no stop
+  BOOST_TEST(!m.stopped());
+  BOOST_TEST(m.push("a", false) == "");  // held: it may start a stop string
+  BOOST_TEST(m.push("b") == "");         // starts in disarmed text, ends in armed text: stops
+  BOOST_TEST(m.stopped());
+  StopMatcher later({"ab"});
+  BOOST_TEST(later.push("ab", false) == "ab");
+  BOOST_TEST(later.push("cab") == "c");
+  BOOST_TEST(later.stopped());
+}

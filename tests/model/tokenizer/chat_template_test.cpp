@@ -54,18 +54,18 @@ BOOST_DATA_TEST_CASE(renders_each_conversation_as_the_jinja_template_does,
     // Only SmolLM2's ChatML template adds a system message of its own.
     const std::string default_system = g.format == "chatml" ? goldens().default_system : "";
     BOOST_TEST(render_chat(format_named(g.format), kConversations.at(g.conversation),
-                           g.add_generation_prompt, default_system) == g.text);
+                           {g.add_generation_prompt}, default_system) == g.text);
   }
 }
 
 BOOST_AUTO_TEST_CASE(chatml_without_a_default_system_message_adds_none) {
-  const std::string text = render_chat(ChatFormat::chatml, {{"user", "hi"}}, true);
+  const std::string text = render_chat(ChatFormat::chatml, {{"user", "hi"}}, {true});
   BOOST_TEST(text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_conversation_is_just_the_generation_prompt) {
-  BOOST_TEST(render_chat(ChatFormat::chatml, {}, true, "sys") == "<|im_start|>assistant\n");
-  BOOST_TEST(render_chat(ChatFormat::llama3, {}, false) == "");
+  BOOST_TEST(render_chat(ChatFormat::chatml, {}, {true}, "sys") == "<|im_start|>assistant\n");
+  BOOST_TEST(render_chat(ChatFormat::llama3, {}, {false}) == "");
 }
 
 BOOST_AUTO_TEST_CASE(the_smollm2_template_gives_its_default_system_message) {
@@ -93,9 +93,32 @@ BOOST_AUTO_TEST_CASE(selects_the_format_from_the_template_then_the_architecture)
 }
 
 BOOST_AUTO_TEST_CASE(a_rendered_chatml_prompt_encodes_its_markers_as_special_tokens) {
-  const std::string text = render_chat(ChatFormat::chatml, kConversations.at("with_system"), true);
+  const std::string text = render_chat(ChatFormat::chatml, kConversations.at("with_system"), {true});
   const auto ids = smollm2().encode(text, true);
   BOOST_TEST(std::count(ids.begin(), ids.end(), 1) == 4);  // <|im_start|> x 3 + prompt
   BOOST_TEST(std::count(ids.begin(), ids.end(), 2) == 3);  // <|im_end|>
   BOOST_TEST(smollm2().decode(ids) == text);
+}
+
+BOOST_AUTO_TEST_CASE(continue_final_message_leaves_the_last_message_open_in_each_format) {
+  const std::vector<ChatMessage> m = {{"user", "Capital of France?"}, {"assistant", " The capital is "}};
+  const ChatOptions open{false, true};
+  BOOST_TEST(render_chat(ChatFormat::chatml, m, open) ==
+             "<|im_start|>user\nCapital of France?<|im_end|>\n<|im_start|>assistant\n The capital is ");
+  BOOST_TEST(render_chat(ChatFormat::llama3, m, open) ==
+             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nCapital of France?<|eot_id|>"
+             "<|start_header_id|>assistant<|end_header_id|>\n\nThe capital is");
+  BOOST_TEST(render_chat(ChatFormat::falcon, m, open) == "User: Capital of France?\nFalcon:  The capital is ");
+  // The closed rendering is the open one plus the end of turn (what HF cuts off).
+  BOOST_TEST(render_chat(ChatFormat::chatml, m, {false}) ==
+             render_chat(ChatFormat::chatml, m, open) + "<|im_end|>\n");
+}
+
+BOOST_AUTO_TEST_CASE(without_add_generation_prompt_no_assistant_turn_is_opened) {
+  const std::vector<ChatMessage> m = {{"user", "hi"}};
+  BOOST_TEST(render_chat(ChatFormat::chatml, m, {false}) == "<|im_start|>user\nhi<|im_end|>\n");
+  BOOST_TEST(render_chat(ChatFormat::chatml, m, {true}) ==
+             render_chat(ChatFormat::chatml, m, {false}) + "<|im_start|>assistant\n");
+  // continue_final_message takes precedence: the last message stays open, no new turn.
+  BOOST_TEST(render_chat(ChatFormat::chatml, m, {true, true}) == "<|im_start|>user\nhi");
 }

@@ -8,7 +8,9 @@
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace actorlm;
 
@@ -175,4 +177,87 @@ BOOST_FIXTURE_TEST_CASE(a_dropped_sequence_is_forgotten_and_can_be_added_again, 
   shard::Step next = step_of(2);
   next.seqs.push_back(decode(1, first, 3, 1, {}));
   BOOST_TEST(s.execute(back).tokens.at(0).token == fresh.execute(next).tokens.at(0).token);
+}
+
+namespace {
+
+const std::vector<kv::TokenId> kPrompt = {5, 9, 200, 17, 3, 88};
+
+// The greedy token and the log-probability of every token of the vocabulary (256) at the
+// prompt's end, under `sampling` (greedy, all logprobs).
+struct Row {
+  kv::TokenId token = -1;
+  std::vector<float> logprob;  // [256]
+};
+Row row_under(const Fixture& f, shard::SamplingParams sampling) {
+  auto s = f.make();
+  sampling.temperature = 0.0f;
+  sampling.logprobs = true;
+  sampling.top_logprobs = 256;
+  shard::Step step = step_of(1);
+  prefill(step, 1, kPrompt, {6, 2}, sampling);
+  const auto t = s.execute(step).tokens.at(0);
+  Row r{t.token, std::vector<float>(256, -std::numeric_limits<float>::infinity())};
+  for (const auto& top : t.top) r.logprob.at(static_cast<std::size_t>(top.token)) = top.logprob;
+  return r;
+}
+
+bool in_prompt(kv::TokenId t) { return std::find(kPrompt.begin(), kPrompt.end(), t) != kPrompt.end(); }
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(logit_bias_shifts_its_tokens_and_minus_100_bans_the_greedy_one, Fixture) {
+  const Row plain = row_under(*this, {});
+  shard::SamplingParams biased;
+  biased.logit_bias = {{plain.token, -100.0f}, {40, 3.0f}};
+  const Row r = row_under(*this, biased);
+  BOOST_TEST(r.token != plain.token);
+  const kv::TokenId other = plain.token == 41 ? 42 : 41;  // an unbiased reference token
+  const auto shift = [&](const Row& x, kv::TokenId t) { return x.logprob[std::size_t(t)] - x.logprob[std::size_t(other)]; };
+  BOOST_TEST(shift(r, 40) - shift(plain, 40) == 3.0f, boost::test_tools::tolerance(1e-3f));
+  BOOST_TEST(shift(r, plain.token) - shift(plain, plain.token) == -100.0f, boost::test_tools::tolerance(1e-3f));
+}
+
+BOOST_FIXTURE_TEST_CASE(repetition_penalty_lowers_the_prompt_tokens_and_no_other, Fixture) {
+  const Row plain = row_under(*this, {});
+  shard::SamplingParams penalised;
+  penalised.repetition_penalty = 2.0f;
+  const Row r = row_under(*this, penalised);
+  const kv::TokenId ref = 100;  // not in the prompt
+  BOOST_REQUIRE(!in_prompt(ref));
+  for (kv::TokenId t = 0; t < 256; ++t) {
+    const float before = plain.logprob[std::size_t(t)] - plain.logprob[std::size_t(ref)];
+    const float after = r.logprob[std::size_t(t)] - r.logprob[std::size_t(ref)];
+    if (in_prompt(t)) BOOST_TEST(after < before, "prompt token " << t);
+    else BOOST_TEST(after == before, boost::test_tools::tolerance(1e-3f));
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(min_tokens_masks_its_stop_ids_until_that_many_tokens_are_generated, Fixture) {
+  const Row plain = row_under(*this, {});
+  shard::SamplingParams sampling;
+  sampling.min_tokens_stop_ids = {plain.token};
+  BOOST_TEST(row_under(*this, sampling).token == plain.token);  // min_tokens 0: nothing masked
+  sampling.min_tokens = 1;
+  const Row masked = row_under(*this, sampling);
+  BOOST_TEST(masked.token != plain.token);
+  BOOST_TEST(std::isinf(masked.logprob[std::size_t(plain.token)]));
+  // With one token generated the mask is lifted: the stop id has a finite log-probability again.
+  auto s = make();
+  sampling.logprobs = true;
+  sampling.top_logprobs = 256;
+  sampling.temperature = 0.0f;
+  shard::Step p = step_of(1);
+  prefill(p, 1, kPrompt, {6, 2}, sampling);
+  const auto first = s.execute(p).tokens.at(0);
+  shard::Step d = step_of(2);
+  d.seqs.push_back(decode(1, first.token, 6, 2, {}));
+  const auto second = s.execute(d).tokens.at(0);
+  const auto logprob_of = [&](const shard::SampledToken& t) {
+    for (const auto& top : t.top)
+      if (top.token == plain.token) return top.logprob;
+    return -std::numeric_limits<float>::infinity();
+  };
+  BOOST_TEST(std::isinf(logprob_of(first)));
+  BOOST_TEST(std::isfinite(logprob_of(second)));
 }

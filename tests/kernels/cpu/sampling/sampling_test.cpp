@@ -269,3 +269,41 @@ BOOST_AUTO_TEST_CASE(a_strong_presence_penalty_moves_greedy_off_a_generated_toke
   greedy.temperature = 0;
   BOOST_TEST(sample(logits, greedy, 0, 0).token == 2);
 }
+
+BOOST_AUTO_TEST_CASE(repetition_penalty_divides_positive_and_multiplies_negative_logits_once_per_token) {
+  std::vector<float> logits = {2.0f, -2.0f, 2.0f, 0.0f, 4.0f};
+  const std::vector<int32_t> seen = {0, 0, 1, 3, 9, -1};  // 0 twice: once; 9 and -1 outside: ignored
+  apply_repetition_penalty(logits, seen, 2.0f);
+  BOOST_TEST(logits[0] == 1.0f);
+  BOOST_TEST(logits[1] == -4.0f);
+  BOOST_TEST(logits[2] == 2.0f);  // not seen
+  BOOST_TEST(logits[3] == 0.0f);
+  BOOST_TEST(logits[4] == 4.0f);
+  std::vector<float> same = {2.0f, -2.0f};
+  apply_repetition_penalty(same, seen, 1.0f);
+  BOOST_TEST((same == std::vector<float>{2.0f, -2.0f}));
+}
+
+BOOST_AUTO_TEST_CASE(a_repetition_penalty_moves_greedy_off_a_seen_token) {
+  std::vector<float> logits = {0.0f, 3.0f, 2.0f};
+  apply_repetition_penalty(logits, std::vector<int32_t>{1}, 1.6f);  // 3 / 1.6 < 2
+  BOOST_TEST(sample(logits, with_temperature(0), 0, 0).token == 2);
+}
+
+BOOST_AUTO_TEST_CASE(logit_bias_adds_to_its_tokens_and_minus_100_bans_a_token_in_practice) {
+  std::vector<float> logits = {5.0f, 4.0f, 1.0f};
+  const std::vector<TokenBias> bias = {{0, -100.0f}, {2, 0.5f}, {7, 3.0f}};  // 7 lies outside: ignored
+  apply_logit_bias(logits, bias);
+  BOOST_TEST(logits[0] == -95.0f);
+  BOOST_TEST(logits[1] == 4.0f);
+  BOOST_TEST(logits[2] == 1.5f);
+  for (uint64_t pos = 0; pos < 200; ++pos) BOOST_TEST(sample(logits, with_temperature(1, 7), 0, pos).token != 0);
+}
+
+BOOST_AUTO_TEST_CASE(masked_tokens_are_never_drawn_and_greedy_takes_the_next_best) {
+  std::vector<float> logits = {1.0f, 9.0f, 8.0f, 0.5f};
+  mask_tokens(logits, std::vector<int32_t>{1, 40, -3});
+  BOOST_TEST(std::isinf(logits[1]));
+  BOOST_TEST(sample(logits, with_temperature(0), 0, 0).token == 2);
+  for (uint64_t pos = 0; pos < 200; ++pos) BOOST_TEST(sample(logits, with_temperature(2, 3), 0, pos).token != 1);
+}

@@ -1,0 +1,32 @@
+#pragma once
+// What a completion session hands the server for one choice at a time: the new text, the
+// logprobs of the tokens it completes, the finish reason on its last delta and, with
+// stream_options.continuous_usage_stats, the choice's usage so far.
+
+#include "actors/http/usage.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace actorlm::http {
+
+struct TokenLogprob {
+  std::string token;                                   // the token's text (bytes), or "token_id:{id}"
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;      // most likely tokens at this position
+};
+
+// What one pump of the session produced for one choice.
+struct ChoiceDelta {
+  std::uint32_t index = 0;
+  std::string text;
+  std::vector<TokenLogprob> logprobs;                  // tokens completed by this piece
+  std::optional<std::string> finish_reason;            // "stop" | "length" on its last delta
+  std::optional<Usage> usage;                          // continuous_usage_stats: this choice's prompt
+                                                       // and its tokens so far
+};
+
+}  // namespace actorlm::http
