@@ -51,7 +51,11 @@ void ApiCall::on_submitted(SubmitOutcome o) {
   if (session_->request().stream)
     conn_->begin_stream(200, "text/event-stream", {{"X-Request-Id", std::to_string(session_->first_request_id())}});
   ChannelBatch early = std::move(early_);
-  process(early);
+  try {
+    process(early);
+  } catch (const std::exception& e) {
+    fail_internal(e.what());
+  }
 }
 
 void ApiCall::deliver(ChannelBatch&& b) {
@@ -65,7 +69,26 @@ void ApiCall::deliver(ChannelBatch&& b) {
     if (!b.failure.empty()) early_.failure = std::move(b.failure);
     return;
   }
-  process(b);
+  try {
+    process(b);
+  } catch (const std::exception& e) {
+    fail_internal(e.what());
+  }
+}
+
+void ApiCall::fail_internal(const std::string& what) {
+  if (ended_) return;
+  spdlog::error("{}: internal error: {}", meta_.id, what);
+  for (auto id : session_->unfinished()) host_.bridge.abort(id);
+  const ApiError e{500, "internal error: " + what, "server_error", "", "internal_error"};
+  if (session_->request().stream) {
+    conn_->append("data: " + e.to_json() + "\n\n");
+    conn_->append("data: [DONE]\n\n");
+    end(500);
+    return conn_->end_stream();
+  }
+  end(500);
+  conn_->respond(error_response(e));
 }
 
 void ApiCall::process(const ChannelBatch& b) {

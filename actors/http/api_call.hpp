@@ -43,6 +43,8 @@ class ApiCall final : public Listener, public std::enable_shared_from_this<ApiCa
  private:
   void on_submitted(SubmitOutcome);
   void process(const ChannelBatch&);
+  // What went wrong inside the server (an exception): the call fails as the engine's failures do.
+  void fail_internal(const std::string& what);
   void stream_deltas(const std::vector<ChoiceDelta>&);
   void gather_deltas(const std::vector<ChoiceDelta>&);
   void finish();

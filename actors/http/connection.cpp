@@ -133,7 +133,7 @@ void Connection::on_monitor(error_code ec, std::size_t n) {
 }
 
 void Connection::respond(Response&& res) {
-  if (state_ == State::closed) return;
+  if (state_ != State::handling) return;  // closed, or answered already
   res.version(version_ == 10 ? 10 : 11);
   res.keep_alive(keep_alive_);
   res.prepare_payload();
@@ -147,7 +147,7 @@ void Connection::respond(Response&& res) {
 
 void Connection::begin_stream(unsigned status, std::string_view content_type,
                               const std::vector<std::pair<std::string, std::string>>& headers) {
-  if (state_ == State::closed) return;
+  if (state_ != State::handling) return;
   state_ = State::streaming;
   chunked_ = version_ >= 11;
   if (!chunked_) keep_alive_ = false;  // HTTP/1.0: the body ends when the connection does

@@ -104,6 +104,7 @@ struct HttpServer::Impl {
   void accept();
   void arm_sweep(IoThread&);
   void route(const std::shared_ptr<Connection>&, Request&&);
+  void dispatch(const std::shared_ptr<Connection>&, Request&&);
   void complete(Endpoint, const std::shared_ptr<Connection>&, Request&&, IoThread&);
   // Runs `answer` (which may wait on the engine) on the blocking pool, responds on `c`'s thread.
   void respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer);
@@ -119,7 +120,7 @@ HttpServer::Impl::Impl(caf::actor_system& s, serving::ServedModel& m, const conf
   limits.keep_alive_timeout = seconds(c.server.keep_alive_timeout_s);
   limits.write_timeout = seconds(c.server.write_timeout_s);
   limits.max_body_bytes = static_cast<std::uint64_t>(c.server.max_body_bytes);
-  router = [this](const std::shared_ptr<Connection>& conn, Request&& req) { route(conn, std::move(req)); };
+  router = [this](const std::shared_ptr<Connection>& conn, Request&& req) { dispatch(conn, std::move(req)); };
   for (std::int64_t i = 0; i < c.server.io_threads; ++i) {
     auto t = std::make_unique<IoThread>();
     t->bridge = std::make_unique<EngineBridge>(sys, model.engine(), t->ctx);
@@ -201,6 +202,29 @@ void HttpServer::Impl::respond_blocking(const std::shared_ptr<Connection>& c, st
     }
     asio::post(c->executor(), [c, res = std::move(res)]() mutable { c->respond(std::move(res)); });
   });
+}
+
+// A request that throws gets a 500 naming the error; the server goes on.
+void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c, Request&& req) {
+  try {
+    route(c, std::move(req));
+  } catch (const std::exception& e) {
+    spdlog::error("internal error: {}", e.what());
+    c->respond(error_response(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"}));
+  }
+}
+
+// Runs an event loop; an exception that escapes a handler is logged and the loop goes on (the
+// connection whose handler threw is dropped when its last reference goes).
+static void run_loop(asio::io_context& ctx) {
+  for (;;) {
+    try {
+      ctx.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("internal error in the HTTP event loop: {}", e.what());
+    }
+  }
 }
 
 void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req) {
@@ -370,8 +394,8 @@ void HttpServer::serve() {
   im.start_pump();
   asio::post(im.io.front()->ctx, [&im] { im.accept(); });
   for (auto& t : im.io) im.arm_sweep(*t);
-  for (std::size_t i = 1; i < im.io.size(); ++i) im.io[i]->thread = std::thread([&t = *im.io[i]] { t.ctx.run(); });
-  im.io.front()->ctx.run();
+  for (std::size_t i = 1; i < im.io.size(); ++i) im.io[i]->thread = std::thread([&t = *im.io[i]] { run_loop(t.ctx); });
+  run_loop(im.io.front()->ctx);
   for (std::size_t i = 1; i < im.io.size(); ++i)
     if (im.io[i]->thread.joinable()) im.io[i]->thread.join();
 }
