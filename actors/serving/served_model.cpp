@@ -12,6 +12,11 @@ void register_engine_types(caf::actor_system_config& cfg) {
   shard::add_shard_types(cfg);
 }
 
+void configure_actor_system(caf::actor_system_config& cfg) {
+  register_engine_types(cfg);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+}
+
 ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
     : backend_(load_backend(cfg)), max_model_len_(static_cast<std::uint32_t>(cfg.model.max_model_len)) {
   engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, backend_.factory);

@@ -13,7 +13,7 @@ namespace actorlm::bench {
 namespace {
 
 caf::actor_system_config& configured(caf::actor_system_config& cfg, std::uint32_t caf_threads) {
-  serving::register_engine_types(cfg);
+  serving::configure_actor_system(cfg);
   if (caf_threads > 0) cfg.set("scheduler.max-threads", std::size_t{caf_threads});
   return cfg;
 }

@@ -177,7 +177,7 @@ double measure_read_bandwidth(std::int32_t threads, std::size_t bytes, std::uint
 CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   auto say = [&](const std::string& s) { if (o.progress) o.progress(s); };
   caf::actor_system_config sys_cfg;
-  serving::register_engine_types(sys_cfg);
+  serving::configure_actor_system(sys_cfg);
   caf::actor_system sys{sys_cfg};
   CpuBenchResult r;
   r.model = shard::resolve_model_path(o.config);
