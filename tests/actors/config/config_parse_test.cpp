@@ -35,6 +35,12 @@ api_key = "s3cr\"et\\key"
 max_body_bytes = 4096
 drain_timeout_s = 5.5
 log_prompts = true
+io_threads = 2
+max_connections = 500
+header_timeout_s = 2.5
+body_timeout_s = 7.0
+keep_alive_timeout_s = 1.5
+write_timeout_s = 9.0
 
 [engine]
 backend = "sim"
@@ -107,6 +113,12 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.server.max_body_bytes == 4096);
   BOOST_TEST(c.server.drain_timeout_s == 5.5);
   BOOST_TEST(c.server.log_prompts);
+  BOOST_TEST(c.server.io_threads == 2);
+  BOOST_TEST(c.server.max_connections == 500);
+  BOOST_TEST(c.server.header_timeout_s == 2.5);
+  BOOST_TEST(c.server.body_timeout_s == 7.0);
+  BOOST_TEST(c.server.keep_alive_timeout_s == 1.5);
+  BOOST_TEST(c.server.write_timeout_s == 9.0);
   BOOST_TEST((c.engine.backend == Backend::sim));
   BOOST_TEST(c.engine.tensor_parallel_degree == 4);
   BOOST_TEST((c.engine.batching == Batching::continuous));
