@@ -2,6 +2,7 @@
 // themselves, and the rules that span several keys. Per-value checks live in TableReader.
 #include "actors/config/config.hpp"
 #include "actors/config/table_reader.hpp"
+#include "actors/config/toml_hazards.hpp"
 
 #include <algorithm>
 #include <array>
@@ -214,6 +215,11 @@ ParseResult parse_config(std::string_view toml_text, std::string_view file) {
   ParseResult result;
   ErrorList errors{file};
   toml::table root;
+  if (const auto hazard = detail::find_toml_hazard(toml_text)) {  // before toml++ misreads it
+    errors.add(hazard->where, "", hazard->message);
+    result.errors = errors.take_sorted();
+    return result;
+  }
   try {
     root = toml::parse(toml_text, std::string_view{file});
   } catch (const toml::parse_error& e) {
