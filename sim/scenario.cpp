@@ -7,6 +7,7 @@
 #include "sim/backend/sim_backend.hpp"
 
 #include "actors/config/table_reader.hpp"
+#include "actors/config/toml_parse.hpp"
 
 #include <toml++/toml.h>
 
@@ -209,7 +210,7 @@ ScenarioParse parse_scenario(std::string_view text, std::string_view file) {
   s.file = std::string(file);
   toml::table root;
   try {
-    root = toml::parse(text, std::string(file));
+    root = config::detail::parse_toml(text, file);  // toml::parse, without toml++ 3.3.0's UB
   } catch (const toml::parse_error& e) {
     out.errors.push_back({std::string(file), e.source().begin.line, e.source().begin.column, "",
                           std::string(e.description())});

@@ -2,6 +2,7 @@
 // themselves, and the rules that span several keys. Per-value checks live in TableReader.
 #include "actors/config/config.hpp"
 #include "actors/config/table_reader.hpp"
+#include "actors/config/toml_parse.hpp"
 
 #include <algorithm>
 #include <array>
@@ -220,7 +221,7 @@ ParseResult parse_config(std::string_view toml_text, std::string_view file) {
   ErrorList errors{file};
   toml::table root;
   try {
-    root = toml::parse(toml_text, std::string_view{file});
+    root = detail::parse_toml(toml_text, file);  // toml::parse, without toml++ 3.3.0's UB
   } catch (const toml::parse_error& e) {
     errors.add({e.source().begin.line, e.source().begin.column}, "", std::string(e.description()));
     result.errors = errors.take_sorted();

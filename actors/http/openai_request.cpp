@@ -1,5 +1,7 @@
 #include "actors/http/openai_request.hpp"
 
+#include "actors/http/json_guard.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -14,7 +16,7 @@ std::string ApiError::to_json() const {
   json e{{"message", message}, {"type", type},
          {"param", param.empty() ? json(nullptr) : json(param)},
          {"code", code.empty() ? json(nullptr) : json(code)}};
-  return json{{"error", e}}.dump();
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);  // never throws on bad UTF-8
 }
 
 namespace {
@@ -322,6 +324,7 @@ CompletionRequest parse(Endpoint ep, const json& body, std::string_view served_m
 }  // namespace
 
 std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string_view body, std::string_view served_model) {
+  if (auto refused = check_json_body(body)) return *refused;  // bad UTF-8, depth, numbers, duplicate keys
   json doc;
   try {
     doc = json::parse(body);

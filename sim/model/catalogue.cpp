@@ -4,6 +4,7 @@
 #include "sim/model/catalogue.hpp"
 
 #include "actors/config/table_reader.hpp"
+#include "actors/config/toml_parse.hpp"
 
 #include <cstdio>
 #include <fstream>
@@ -127,7 +128,7 @@ void check_sections(const toml::table& root, std::initializer_list<std::string_v
 
 std::optional<toml::table> parse_toml(std::string_view text, std::string_view file, ErrorList& errors) {
   try {
-    return toml::parse(text, std::string_view{file});
+    return config::detail::parse_toml(text, file);  // toml::parse, without toml++ 3.3.0's UB
   } catch (const toml::parse_error& e) {
     errors.add({e.source().begin.line, e.source().begin.column}, "", std::string(e.description()));
     return std::nullopt;

@@ -79,6 +79,10 @@ const std::vector<BadRequest> cases = {
     {"max_tokens_and_max_completion_tokens_differ", H, "{" + M + "," + U + R"(,"max_tokens":3,"max_completion_tokens":4})", 400,
      "max_completion_tokens", "differs from max_tokens (3)"},
     {"unknown_path", "/v1/engines", "{}", 404, "", "no route for POST /v1/engines"},
+    // Broken below the fields (json_guard): once a 500 (bad UTF-8) or a 500 (1e400), or silent.
+    {"prompt_invalid_utf8", C, "{" + M + ",\"prompt\":\"caf\xe9\"}", 400, "prompt", "prompt: not valid UTF-8 (byte 0xE9"},
+    {"temperature_past_a_double", C, "{" + M + R"(,"prompt":"x","temperature":1e400})", 400, "temperature", "out of range"},
+    {"duplicate_key", H, "{" + M + "," + U + "," + M + "}", 400, "model", "model: duplicate key"},
 };
 
 }  // namespace
