@@ -17,7 +17,7 @@ namespace {
 constexpr std::array<std::string_view, 48> kShortWords = {
     "the", "of", "and", "to", "in", "is", "for", "on", "as", "by", "with", "that", "at", "from",
     "it", "an", "be", "are", "was", "this", "or", "not", "but", "have", "they", "his", "her", "one",
-    "all", "can", "more", "will", "time", "when", "we", "there", "been", "has", "if", "so", "out",
+    "all", "can", "more", "will", "time", "when", "we", "our", "been", "has", "if", "so", "out",
     "new", "use", "any", "way", "day", "man", "old"};
 
 bool is_plain_word(std::string_view bytes) {
