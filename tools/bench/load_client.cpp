@@ -112,6 +112,18 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   }
 
   void start() {
+    if (req_.release_ns > now_ns()) {  // released by the timer, then timed out by it
+      timer_.expires_at(std::chrono::steady_clock::time_point(std::chrono::nanoseconds(req_.release_ns)));
+      timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (!ec) self->begin();
+      });
+      return;
+    }
+    begin();
+  }
+
+ private:
+  void begin() {
     result_.start_ns = now_ns();
     timer_.expires_after(req_.timeout);
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
@@ -127,7 +139,6 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     });
   }
 
- private:
   void on_connect(beast::error_code ec) {
     client_.connected();
     if (ended_) return;

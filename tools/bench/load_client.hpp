@@ -37,6 +37,9 @@ struct LoadRequest {
   std::int64_t close_after_events = -1;  // close once this many SSE events arrived (-1: never)
   bool close_after_send = false;         // close as soon as the request is written
   std::chrono::milliseconds timeout{300'000};  // the whole exchange, connect included
+  std::int64_t release_ns = 0;           // steady_clock ns: the exchange starts no earlier (a
+                                         // timer, not a thread); 0 or past: at once. Open-loop
+                                         // arrivals: hand run() every request with its time.
   std::uint64_t tag = 0;                 // the caller's, copied into the result
 };
 
@@ -63,7 +66,8 @@ struct LoadResult {
   std::string error;        // why, for `failed`
   int status = 0;           // 0 when no header arrived
   std::string request_id;   // the X-Request-Id header, if any
-  std::int64_t start_ns = 0;   // steady_clock: when the exchange began (before connecting)
+  std::int64_t start_ns = 0;   // steady_clock: when the exchange began (before connecting;
+                               // after release_ns)
   std::int64_t header_ns = 0;  // the header's arrival (as SseEvent::arrival_ns)
   std::int64_t end_ns = 0;     // when the exchange ended here
   std::vector<SseEvent> events;  // event-stream answers
@@ -86,7 +90,7 @@ class LoadClient {
 
   // Keeps up to `concurrency` exchanges going: whenever one ends its result goes to `on_result`
   // and `next` is asked for another; once `next` returns nullopt no more start, and run()
-  // returns when the last one has ended. Throws std::runtime_error if the host does not resolve.
+  // returns when the last one has ended. An exchange waiting for its release_ns holds its slot. Throws std::runtime_error if the host does not resolve.
   void run(std::uint32_t concurrency, const std::function<std::optional<LoadRequest>()>& next,
            const std::function<void(LoadResult)>& on_result);
   // All of `requests` at once; results in the order of `requests`.

@@ -287,3 +287,29 @@ BOOST_AUTO_TEST_CASE(an_event_s_arrival_is_when_the_kernel_got_it_even_while_the
   BOOST_TEST(e.arrival_ns > stream.start_ns);
   BOOST_TEST(e.read_ns - e.arrival_ns > 100'000'000);  // read after the 200 ms pause, arrived before it
 }
+
+BOOST_AUTO_TEST_CASE(starts_each_exchange_at_its_release_time_and_times_it_from_there) {
+  ScriptedServer server([](int fd) {
+    read_header(fd);
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  });
+  const auto t0 = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count();
+  // Given out of order: each waits for its own time, holding its slot.
+  const std::int64_t offsets_ms[] = {120, 0, 60};
+  std::vector<LoadRequest> reqs;
+  for (const auto ms : offsets_ms) {
+    LoadRequest r;
+    r.method = "GET";
+    r.target = "/";
+    r.release_ns = t0 + ms * 1'000'000;
+    r.timeout = 1000ms;  // from the release: the 120 ms wait does not count against it
+    reqs.push_back(r);
+  }
+  const auto results = server.client().run_all(reqs);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    BOOST_TEST(to_string(results[i].outcome) == "complete");
+    BOOST_TEST(results[i].start_ns >= reqs[i].release_ns);
+    BOOST_TEST(results[i].start_ns - reqs[i].release_ns < 50'000'000);  // released on time (50 ms slack)
+  }
+}
