@@ -99,6 +99,8 @@ void add_bench_serve_command(CLI::App& bench, int& exit_code) {
   s->add_option("--health-samples", opt->health_samples, "GET /health requests timed")
       ->capture_default_str()->check(CLI::Range(1u, 100u));
   s->add_option("--caf-threads", opt->caf_threads, "CAF scheduler threads (0: CAF's default)")->capture_default_str();
+  s->add_option("--io-threads", opt->config.server.io_threads, "The server's event-loop threads (server.io_threads)")
+      ->capture_default_str()->check(CLI::Range(1, 64));
   s->callback([opt, &exit_code] { exit_code = report_serve_bench(*opt); });
 
   // The client process of bench serve and bench soak: JSON-line commands on stdin.
