@@ -18,6 +18,7 @@ enum class SimClock { virtual_time, wall };            // TOML: "virtual" | "wal
 enum class SimParallelism { tensor, layers };          // TOML: "tensor" | "layers"
 enum class SimFault { none, error, hang, exit };       // TOML: "none" | "error" | "hang" | "exit"
 enum class CpuWeights { stored, f32 };                 // TOML: "stored" | "f32"
+enum class CacheDtype { f16, f32 };                    // TOML: "f16" | "f32"
 
 std::string_view to_string(Backend);
 std::string_view to_string(Batching);
@@ -26,6 +27,7 @@ std::string_view to_string(SimClock);
 std::string_view to_string(SimParallelism);
 std::string_view to_string(SimFault);
 std::string_view to_string(CpuWeights);
+std::string_view to_string(CacheDtype);
 
 // [server]: the HTTP daemon (actorlm serve).
 struct ServerConfig {
@@ -64,6 +66,9 @@ struct CacheConfig {
   bool prefix_caching = true;
   double watermark = 0.01;                  // [0, 0.5): share of device blocks kept free at admission
   std::int64_t num_gpu_blocks_override = 0; // 0: derive from the memory budget
+  // cpu backend: the KV cache's element type; f16 holds twice the blocks in cpu_kv_space and
+  // reads half the bytes per attended position (the sim backend's GPUs always model 2 bytes).
+  CacheDtype dtype = CacheDtype::f16;
   bool operator==(const CacheConfig&) const = default;
 };
 

@@ -46,6 +46,14 @@ std::string_view to_string(CpuWeights value) {
   return "?";
 }
 
+std::string_view to_string(CacheDtype value) {
+  switch (value) {
+    case CacheDtype::f16: return "f16";
+    case CacheDtype::f32: return "f32";
+  }
+  return "?";
+}
+
 std::string_view to_string(SimParallelism value) {
   switch (value) {
     case SimParallelism::tensor: return "tensor";

@@ -70,6 +70,7 @@ void read_cache(TableReader& r, CacheConfig& c) {
   r.boolean("prefix_caching", c.prefix_caching);
   r.number("watermark", c.watermark, {0, 0.5, false, /*hi_open=*/true});
   r.integer("num_gpu_blocks_override", c.num_gpu_blocks_override, {0, int64_max});
+  r.choice("dtype", c.dtype, {CacheDtype::f16, CacheDtype::f32});
 }
 
 void read_scheduler(TableReader& r, SchedulerConfig& c) {

@@ -126,6 +126,7 @@ std::string to_toml(const Config& c) {
   w.entry("prefix_caching", c.cache.prefix_caching);
   w.entry("watermark", c.cache.watermark);
   w.entry("num_gpu_blocks_override", c.cache.num_gpu_blocks_override);
+  w.entry("dtype", to_string(c.cache.dtype));
 
   w.section("scheduler");
   w.entry("max_num_seqs", c.scheduler.max_num_seqs);

@@ -39,6 +39,8 @@ class ServedModel {
   std::uint32_t max_model_len() const { return max_model_len_; }
   // Token ids the engine accepts: [0, vocab_size()).
   std::uint32_t vocab_size() const { return backend_.capacity.vocab_size; }
+  // Device KV blocks the backend's cache holds (what the block manager hands out).
+  std::uint32_t kv_blocks() const { return backend_.capacity.device_blocks; }
 
   // The chat messages rendered in the model's format with the assistant's turn opened.
   std::vector<model::Token> chat_prompt(const std::vector<model::ChatMessage>& messages) const;

@@ -19,7 +19,7 @@ done
 out=$(timeout 240 "$actorlm" bench cpu --requests 2 --max-tokens 3 --concurrency 1,2 2>/dev/null) ||
   fail "bench cpu exited $?"
 last=$(tail -n 1 <<<"$out")
-for key in tokens_per_s_1 tokens_per_s_2 tokens_per_s_one_at_a_time; do
+for key in tokens_per_s_1 tokens_per_s_2 tokens_per_s_one_at_a_time kv_blocks kv_dtype; do
   grep -q "\"$key\":" <<<"$last" || fail "bench cpu: no $key in: $last"
 done
 echo "bench smoke: ok"

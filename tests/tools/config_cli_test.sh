@@ -57,6 +57,7 @@ for source in "$source_dir/configs/default.toml" ""; do
   for section in server engine cache scheduler model sim cluster; do
     expect_in "$tmp/shown.toml" "[$section]" "$name"
   done
+  expect_in "$tmp/shown.toml" 'dtype = "f16"' "$name lists cache.dtype"
   expect_exit 0 "$name re-parses" "$actorlm" config check "$tmp/shown.toml"
 done
 

@@ -10,6 +10,7 @@
 
 #include <iostream>
 #include <map>
+#include <utility>
 #include <memory>
 
 namespace actorlm::tools {
@@ -70,17 +71,23 @@ int run_cpu(bench::CpuBenchOptions opt) {
                       {"max_tokens", opt.max_tokens}, {"prompt_tokens", r.prompt_tokens},
                       {"tensor_parallel_degree", opt.config.engine.tensor_parallel_degree},
                       {"read_bandwidth_gb_s", r.read_bytes_per_s / 1e9}, {"bandwidth_threads", r.threads}};
-  // The stored-weights path under the plain names, the f32 path with the suffix _f32.
-  std::map<config::CpuWeights, std::map<std::uint32_t, double>> at;
+  // The stored-weights path with the configured KV dtype under the plain names; the f32 weights
+  // path with the suffix _f32, another KV dtype with _kv_<dtype> after it.
+  const config::CacheDtype kv_default = opt.config.cache.dtype;
+  j["kv_dtype"] = config::to_string(kv_default);
+  std::map<std::pair<config::CpuWeights, config::CacheDtype>, std::map<std::uint32_t, double>> at;
   for (const auto& p : r.paths) {
-    const std::string suffix = p.weights == config::CpuWeights::stored ? "" : "_" + std::string(config::to_string(p.weights));
+    const std::string suffix = (p.weights == config::CpuWeights::stored ? "" : "_" + std::string(config::to_string(p.weights))) +
+                               (p.kv_dtype == kv_default ? "" : "_kv_" + std::string(config::to_string(p.kv_dtype)));
+    auto& rates = at[{p.weights, p.kv_dtype}];
+    j["kv_blocks" + suffix] = p.kv_blocks;
     j["weight_bytes" + suffix] = p.weight_bytes;
     j["weight_bytes_per_token" + suffix] = p.weight_bytes_per_token;
     for (const auto& e : p.engine) {
       const std::string c = std::to_string(e.concurrency);
       j["tokens_per_s_" + c + suffix] = e.tokens_per_s;
       j["median_ttft_s_" + c + suffix] = e.median_ttft_s;
-      at[p.weights][e.concurrency] = e.tokens_per_s;
+      rates[e.concurrency] = e.tokens_per_s;
     }
     if (!opt.sequential_baseline) continue;
     j["tokens_per_s_one_at_a_time" + suffix] = p.sequential_tokens_per_s;
@@ -88,13 +95,16 @@ int run_cpu(bench::CpuBenchOptions opt) {
     // Weight bytes a single stream reads per second over what the memory delivers.
     j["bandwidth_fraction_1" + suffix] = p.decode_tokens_per_s * double(p.weight_bytes_per_token) / r.read_bytes_per_s;
     if (opt.prefill_tokens > 0) j["prefill_tokens_per_s_" + std::to_string(opt.prefill_tokens) + suffix] = p.prefill_tokens_per_s;
-    if (at[p.weights].count(32) && p.sequential_tokens_per_s > 0)
-      j["batching_speedup_32" + suffix] = at[p.weights][32] / p.sequential_tokens_per_s;
+    if (rates.count(32) && p.sequential_tokens_per_s > 0)
+      j["batching_speedup_32" + suffix] = rates[32] / p.sequential_tokens_per_s;
   }
-  const auto& stored = at[config::CpuWeights::stored];
-  const auto& f32 = at[config::CpuWeights::f32];
-  for (const auto& [c, v] : stored)
-    if (f32.count(c) && f32.at(c) > 0) j["speedup_over_f32_" + std::to_string(c)] = v / f32.at(c);
+  const auto ratios = [&](const std::string& name, const auto& num, const auto& den) {
+    for (const auto& [c, v] : num)
+      if (den.count(c) && den.at(c) > 0) j[name + std::to_string(c)] = v / den.at(c);
+  };
+  ratios("speedup_over_f32_", at[{config::CpuWeights::stored, kv_default}], at[{config::CpuWeights::f32, kv_default}]);
+  ratios("kv_f16_over_f32_", at[{config::CpuWeights::stored, config::CacheDtype::f16}],
+         at[{config::CpuWeights::stored, config::CacheDtype::f32}]);
   std::cout << j.dump() << std::endl;
   return 0;
 }
@@ -137,7 +147,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto* cpu = bench->add_subcommand(
       "cpu", "cpu backend on a real model: output tokens/s through the engine at 1, 8, 32 and 64 "
              "concurrent requests, the same requests one at a time without batching, a 512-token "
-             "prefill and the memory read bandwidth; weights as stored and dequantized to f32, side by side");
+             "prefill and the memory read bandwidth; weights as stored and dequantized to f32 (and KV cache dtypes), side by side");
   cpu->add_option("--config", *cpu_config, "TOML config (default: the built-in default, cpu + default model)");
   cpu->add_option("--model", cpu_opt->config.model.path, "GGUF file or safetensors folder (overrides model.path)");
   cpu->add_option("--requests", cpu_opt->requests, "Requests per measurement")->capture_default_str()->check(CLI::Range(1u, 100'000u));
@@ -148,10 +158,13 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto weights = std::make_shared<std::vector<std::string>>(std::vector<std::string>{"stored", "f32"});
   cpu->add_option("--weights", *weights, "Weights paths measured: stored (as in the file), f32 (dequantized at load)")
       ->capture_default_str()->delimiter(',')->check(CLI::IsMember({"stored", "f32"}));
+  auto kv_dtypes = std::make_shared<std::vector<std::string>>();
+  cpu->add_option("--kv-dtype", *kv_dtypes, "KV cache dtypes measured, side by side: f16, f32 (default: cache.dtype)")
+      ->delimiter(',')->check(CLI::IsMember({"f16", "f32"}));
   cpu->add_option("--prefill-tokens", cpu_opt->prefill_tokens, "Tokens of the one-prompt prefill measurement (0: none)")
       ->capture_default_str()->check(CLI::Range(0u, 100'000u));
   cpu->add_option("--tp", cpu_opt->config.engine.tensor_parallel_degree, "Tensor parallel degree")->check(CLI::Range(1, 64));
-  cpu->callback([cpu_opt, cpu_config, concurrency, weights, &exit_code] {
+  cpu->callback([cpu_opt, cpu_config, concurrency, weights, kv_dtypes, &exit_code] {
     const std::string model = cpu_opt->config.model.path;
     const auto tp = cpu_opt->config.engine.tensor_parallel_degree;
     auto cfg = load_config_or_report(*cpu_config);
@@ -166,6 +179,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     opt.concurrency = *concurrency;
     opt.weights.clear();
     for (const auto& w : *weights) opt.weights.push_back(w == "f32" ? config::CpuWeights::f32 : config::CpuWeights::stored);
+    for (const auto& d : *kv_dtypes) opt.kv_dtypes.push_back(d == "f32" ? config::CacheDtype::f32 : config::CacheDtype::f16);
     try {
       exit_code = run_cpu(opt);
     } catch (const std::exception& e) {

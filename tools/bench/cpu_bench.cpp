@@ -104,7 +104,7 @@ void run_sequential(const CpuBenchOptions& o, const std::string& model_path, con
   std::size_t longest = o.prefill_tokens;
   for (const auto& p : prompts) longest = std::max(longest, p.size() + o.max_tokens);
   const auto blocks = static_cast<std::uint32_t>(longest / block_size + 1);
-  kernels::cpu::KvCache cache(arch, weights.heads, block_size, blocks, 0);
+  kernels::cpu::KvCache cache(arch, weights.heads, block_size, blocks, 0, shard::kv_dtype(cfg.cache.dtype));
   std::vector<std::uint32_t> table(blocks);
   for (std::uint32_t i = 0; i < blocks; ++i) table[i] = i;
   std::vector<float> logits;
@@ -186,39 +186,45 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   r.read_bytes_per_s = measure_read_bandwidth(r.threads, std::size_t{1} << 30, o.repeats);
   say("  " + std::to_string(r.read_bytes_per_s / 1e9) + " GB/s");
   scheduler::RequestId next_id = 1;
-  for (const config::CpuWeights weights : o.weights) {
-    CpuBenchPath path;
-    path.weights = weights;
-    const std::string name(config::to_string(weights));
-    // Prefix caching off: the chat prompts share their system message, and the ratio should
-    // measure batching alone against a loop that cannot reuse anything.
-    auto cfg = o.config;
-    cfg.cache.prefix_caching = false;
-    cfg.model.weights = weights;
-    std::vector<std::vector<model::Token>> prompts;
-    {
-      serving::ServedModel m(sys, cfg);
-      prompts = make_prompts(m, o.requests);
-      r.prompt_tokens = 0;
-      for (const auto& p : prompts) r.prompt_tokens += p.size();
-      for (std::uint32_t c : o.concurrency) {
-        const std::uint32_t n = std::max(o.requests, c);
-        say(name + " weights: engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(n) +
-            " requests of " + std::to_string(o.max_tokens) + " tokens");
-        path.engine.push_back(run_engine(sys, m, prompts, n, c, o.max_tokens, next_id));
-        say("  " + std::to_string(path.engine.back().tokens_per_s) + " tokens/s");
+  const auto kv_dtypes = o.kv_dtypes.empty() ? std::vector{o.config.cache.dtype} : o.kv_dtypes;
+  for (const config::CpuWeights weights : o.weights)
+    for (const config::CacheDtype kv_dtype : kv_dtypes) {
+      CpuBenchPath path;
+      path.weights = weights;
+      path.kv_dtype = kv_dtype;
+      const std::string name =
+          std::string(config::to_string(weights)) + " weights, " + std::string(config::to_string(kv_dtype)) + " KV";
+      // Prefix caching off: the chat prompts share their system message, and the ratio should
+      // measure batching alone against a loop that cannot reuse anything.
+      auto cfg = o.config;
+      cfg.cache.prefix_caching = false;
+      cfg.model.weights = weights;
+      cfg.cache.dtype = kv_dtype;
+      std::vector<std::vector<model::Token>> prompts;
+      {
+        serving::ServedModel m(sys, cfg);
+        path.kv_blocks = m.kv_blocks();
+        prompts = make_prompts(m, o.requests);
+        r.prompt_tokens = 0;
+        for (const auto& p : prompts) r.prompt_tokens += p.size();
+        for (std::uint32_t c : o.concurrency) {
+          const std::uint32_t n = std::max(o.requests, c);
+          say(name + ": engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(n) +
+              " requests of " + std::to_string(o.max_tokens) + " tokens");
+          path.engine.push_back(run_engine(sys, m, prompts, n, c, o.max_tokens, next_id));
+          say("  " + std::to_string(path.engine.back().tokens_per_s) + " tokens/s");
+        }
       }
+      if (o.sequential_baseline) {
+        say(name + ": one at a time without the engine (plain generate loop), then a " +
+            std::to_string(o.prefill_tokens) + "-token prefill");
+        run_sequential(o, r.model, cfg, prompts, path);
+        say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
+            std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
+            std::to_string(path.prefill_tokens_per_s) + " tokens/s");
+      }
+      r.paths.push_back(std::move(path));
     }
-    if (o.sequential_baseline) {
-      say(name + " weights: one at a time without the engine (plain generate loop), then a " +
-          std::to_string(o.prefill_tokens) + "-token prefill");
-      run_sequential(o, r.model, cfg, prompts, path);
-      say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
-          std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
-          std::to_string(path.prefill_tokens_per_s) + " tokens/s");
-    }
-    r.paths.push_back(std::move(path));
-  }
   return r;
 }
 

@@ -5,8 +5,9 @@
 // by a plain generate loop over the same forward (no engine, no batching: how HF `generate`
 // serves them). Greedy decoding, every request generating exactly max_tokens tokens.
 //
-// Each weights path (model.weights "stored" and "f32") is measured in the same run, side by
-// side, with: the bytes of weights one decode step reads, the decode steps' rate of the plain
+// Each weights path (model.weights "stored" and "f32"), under each KV cache dtype asked for
+// (cache.dtype "f16", "f32"), is measured in the same run, side by side, with: the KV blocks
+// the cache holds, the bytes of weights one decode step reads, the decode steps' rate of the plain
 // loop alone, one prefill of `prefill_tokens` tokens, and the machine's read bandwidth measured
 // on the same threads (a buffer much larger than the last-level cache).
 
@@ -26,6 +27,7 @@ struct CpuBenchOptions {
   std::vector<std::uint32_t> concurrency = {1, 8, 32, 64};
   bool sequential_baseline = true;
   std::vector<config::CpuWeights> weights = {config::CpuWeights::stored, config::CpuWeights::f32};
+  std::vector<config::CacheDtype> kv_dtypes;      // empty: config.cache.dtype alone
   std::uint32_t prefill_tokens = 512;             // 0: no prefill measurement
   std::uint32_t repeats = 3;                      // of the prefill and bandwidth measurements (median)
   std::function<void(const std::string&)> progress;
@@ -39,9 +41,11 @@ struct CpuBenchPoint {
   double median_ttft_s = 0;
 };
 
-// One weights path.
+// One weights path with one KV cache dtype.
 struct CpuBenchPath {
   config::CpuWeights weights = config::CpuWeights::stored;
+  config::CacheDtype kv_dtype = config::CacheDtype::f16;
+  std::uint32_t kv_blocks = 0;        // device blocks in cache.cpu_kv_space (or the override)
   std::vector<CpuBenchPoint> engine;  // one per concurrency
   double sequential_tokens_per_s = 0; // the plain loop, prefills included
   double sequential_seconds = 0;

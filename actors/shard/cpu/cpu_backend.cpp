@@ -62,6 +62,14 @@ std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world) {
 
 }  // namespace
 
+kernels::cpu::KvDtype kv_dtype(config::CacheDtype d) {
+  switch (d) {
+    case config::CacheDtype::f16: return kernels::cpu::KvDtype::f16;
+    case config::CacheDtype::f32: return kernels::cpu::KvDtype::f32;
+  }
+  throw std::invalid_argument("cpu backend: unknown cache.dtype");
+}
+
 std::string resolve_model_path(const config::Config& cfg) {
   if (!cfg.model.path.empty()) return cfg.model.path;
   std::vector<fs::path> dirs;
@@ -101,7 +109,8 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
   // Throws, naming the degrees that would work, when the model does not split over `world`.
   const auto heads = model::shard_for_rank(b.arch, 0, static_cast<std::uint32_t>(world));
-  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.arch, heads, block_size);
+  b.kv_dtype = kv_dtype(cfg.cache.dtype);
+  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.arch, heads, block_size, b.kv_dtype);
 
   const auto blocks_in = [&](double gib_budget) {
     return static_cast<std::uint32_t>(std::min<double>(gib_budget * gib / double(b.block_bytes), 1u << 30));
@@ -139,15 +148,15 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
     if (auto c = collectives[static_cast<std::size_t>(r)])
       reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
     shards->push_back(std::make_unique<CpuShard>(
-        std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank},
+        std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},
         std::move(reduce)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of weights ({}) over {} rank(s), "
-               "{} thread(s) each; KV cache {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
+               "{} thread(s) each; KV cache ({}) {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
                b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20),
                stored ? "as stored" : "dequantized to float", world, b.threads_per_rank,
-               b.capacity.device_blocks, block_size,
+               kernels::cpu::to_string(b.kv_dtype), b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
 
   b.factory = [shards](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
@@ -202,7 +211,8 @@ serving::Backend serving_backend(const config::Config& cfg) {
   const double world = double(cfg.engine.tensor_parallel_degree);
   b.memory = {{cfg.model.weights == config::CpuWeights::stored ? "weights (as stored)" : "weights (float)",
                double(cpu->weight_bytes) / world},
-              {"KV cache", double(cpu->capacity.device_blocks) * double(cpu->block_bytes)},
+              {fmt::format("KV cache ({})", kernels::cpu::to_string(cpu->kv_dtype)),
+               double(cpu->capacity.device_blocks) * double(cpu->block_bytes)},
               {"swap space (host)", double(cpu->capacity.host_blocks) * double(cpu->block_bytes)}};
   return b;
 }

@@ -1,11 +1,13 @@
 #pragma once
 // Sets up the cpu backend for an engine: finds and loads the model checkpoint, splits its
 // weights over the tensor-parallel ranks, sizes the KV cache from the memory budget
-// (cache.cpu_kv_space per rank for the cache, cache.swap_space for swapped-out blocks), joins
+// (cache.cpu_kv_space per rank for the cache, cache.swap_space for swapped-out blocks, both at
+// cache.dtype's bytes per element: f16 holds twice the blocks of f32), joins
 // the ranks' all-reduce group (Gloo) and hands the engine a factory for the shard actors.
 
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
+#include "kernels/cpu/model/paged_attention.hpp"
 #include "model/arch/architecture.hpp"
 
 #include <memory>
@@ -20,12 +22,16 @@ struct CpuBackend {
   std::shared_ptr<const model::TensorSource> source;  // the opened checkpoint (for the tokenizer)
   model::Architecture arch;
   engine::KvCapacity capacity;
-  std::size_t block_bytes = 0;         // one KV block on one rank
+  kernels::cpu::KvDtype kv_dtype = kernels::cpu::KvDtype::f16;  // cache.dtype
+  std::size_t block_bytes = 0;         // one KV block on one rank, in kv_dtype
   std::size_t weight_bytes = 0;        // all ranks together, as held (stored type or float)
   std::int32_t threads_per_rank = 1;   // each rank's thread pool (1 with model.weights = "f32":
                                        // OpenBLAS threads the GEMMs then, as before)
   engine::ShardFactory factory;        // each rank's actor, once
 };
+
+// cache.dtype as the cpu kernels' element type.
+kernels::cpu::KvDtype kv_dtype(config::CacheDtype);
 
 // model.path when set, else the default model (SmolLM2-135M-Instruct Q4_1) looked up in
 // $ACTORLM_MODELS_DIR, <executable>/../../models and ./models. Throws std::runtime_error saying

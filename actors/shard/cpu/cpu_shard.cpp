@@ -49,7 +49,7 @@ void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
 CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
                    const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce)
     : weights_(std::move(weights)),
-      cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks),
+      cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks, o.kv_dtype),
       transformer_(*weights_, std::move(all_reduce), o.threads) {}
 
 StepResult CpuShard::execute(const Step& step) {

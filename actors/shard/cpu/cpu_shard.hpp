@@ -17,6 +17,7 @@ struct CpuShardOptions {
   std::uint32_t device_blocks = 0;
   std::uint32_t host_blocks = 0;
   std::int32_t threads = 1;  // the forward's thread pool, this rank's cores
+  kernels::cpu::KvDtype kv_dtype = kernels::cpu::KvDtype::f32;
 };
 
 class CpuShard {

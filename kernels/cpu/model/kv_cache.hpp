@@ -1,7 +1,8 @@
 #pragma once
 // The cpu backend's paged KV cache for one tensor-parallel rank: a device cache the attention
 // reads and writes, and a host cache for swapped-out blocks, both in the shared layout of
-// kernels/kv_cache_layout.hpp with float elements, a block being [kv_heads, block_size, head_dim].
+// kernels/kv_cache_layout.hpp with elements of one KvDtype (float, or f16 at half the bytes), a
+// block being [kv_heads, block_size, head_dim]. Copies and swaps move bytes whatever the dtype.
 
 #include "kernels/cpu/model/paged_attention.hpp"
 #include "kernels/cpu/model/weights.hpp"
@@ -15,15 +16,16 @@ namespace actorlm::kernels::cpu {
 class KvCache {
  public:
   KvCache(const model::Architecture& arch, const model::RankShard& heads, std::uint32_t block_size,
-          std::uint32_t device_blocks, std::uint32_t host_blocks);
+          std::uint32_t device_blocks, std::uint32_t host_blocks, KvDtype dtype = KvDtype::f32);
 
   // Bytes one block takes on one rank, over all layers, K and V.
   static std::size_t bytes_per_block(const model::Architecture& arch, const model::RankShard& heads,
-                                     std::uint32_t block_size);
+                                     std::uint32_t block_size, KvDtype dtype = KvDtype::f32);
 
   KvPlaneView k(std::int32_t layer) { return plane(device_.get(), device_layout_, 2 * layer); }
   KvPlaneView v(std::int32_t layer) { return plane(device_.get(), device_layout_, 2 * layer + 1); }
   std::uint32_t block_size() const { return block_size_; }
+  KvDtype dtype() const { return dtype_; }
   std::uint32_t device_blocks() const { return device_layout_.num_blocks; }
   std::uint32_t host_blocks() const { return host_layout_.num_blocks; }
 
@@ -34,13 +36,14 @@ class KvCache {
   void swap_in(std::span<const BlockPair> host_to_device);
 
  private:
-  KvPlaneView plane(float* mem, const KvCacheLayout& layout, std::int32_t p);
+  KvPlaneView plane(std::byte* mem, const KvCacheLayout& layout, std::int32_t p);
   std::int32_t kv_heads_, head_dim_;  // this rank's
   std::uint32_t block_size_;
+  KvDtype dtype_;
   KvCacheLayout device_layout_, host_layout_;
   // Left uninitialized: pages are committed as blocks are first written, so a large budget
   // costs address space, not memory, until it is used.
-  std::unique_ptr<float[]> device_, host_;
+  std::unique_ptr<std::byte[]> device_, host_;
 };
 
 }  // namespace actorlm::kernels::cpu

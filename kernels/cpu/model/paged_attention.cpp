@@ -1,5 +1,7 @@
 #include "kernels/cpu/model/paged_attention.hpp"
 
+#include "kernels/cpu/model/half.hpp"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -29,15 +31,25 @@ void check_covered(const KvPlaneView& plane, std::span<const std::uint32_t> tabl
 
 }  // namespace
 
+const char* to_string(KvDtype d) { return d == KvDtype::f16 ? "f16" : "f32"; }
+
 void write_kv(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
               std::uint32_t first, std::uint32_t n, const float* k, const float* v,
               std::int64_t row_stride) {
   check_covered(kp, table, first + n);
-  const std::size_t bytes = std::size_t(kp.head_dim) * sizeof(float);
+  const auto hd = static_cast<std::size_t>(kp.head_dim);
+  const auto to_half = best_half_kernels().to_half;
   for (std::uint32_t t = 0; t < n; ++t)
     for (std::int32_t h = 0; h < kp.kv_heads; ++h) {
-      std::memcpy(kp.at(table, first + t, h), k + t * row_stride + std::int64_t(h) * kp.head_dim, bytes);
-      std::memcpy(vp.at(table, first + t, h), v + t * row_stride + std::int64_t(h) * kp.head_dim, bytes);
+      const float* ks = k + t * row_stride + std::int64_t(h) * kp.head_dim;
+      const float* vs = v + t * row_stride + std::int64_t(h) * kp.head_dim;
+      if (kp.dtype == KvDtype::f16) {
+        to_half(ks, kp.at<std::uint16_t>(table, first + t, h), hd);
+        to_half(vs, vp.at<std::uint16_t>(table, first + t, h), hd);
+      } else {
+        std::memcpy(kp.at<float>(table, first + t, h), ks, hd * sizeof(float));
+        std::memcpy(vp.at<float>(table, first + t, h), vs, hd * sizeof(float));
+      }
     }
 }
 
@@ -89,11 +101,27 @@ const auto axpy = axpy_portable;
 
 }  // namespace
 
-void paged_attention(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
-                     std::uint32_t first, std::uint32_t n, const float* q, std::int64_t row_stride,
-                     std::int32_t q_heads, float scale, float* out, ThreadPool* pool) {
-  if (n == 0) return;
-  check_covered(kp, table, first + n);
+namespace {
+
+// The f32 and f16 planes' inner loops: the same order of operations, f16 widened in registers.
+struct FloatRows {
+  using Element = float;
+  float dot(const float* q, const float* k, std::int32_t n) const { return cpu::dot(q, k, n); }
+  void axpy(float a, const float* x, float* y, std::int32_t n) const { cpu::axpy(a, x, y, n); }
+};
+struct HalfRows {
+  using Element = std::uint16_t;
+  const HalfKernels& k = best_half_kernels();
+  float dot(const float* q, const std::uint16_t* x, std::int32_t n) const { return k.dot(q, x, n); }
+  void axpy(float a, const std::uint16_t* x, float* y, std::int32_t n) const { k.axpy(a, x, y, n); }
+};
+
+template <class Rows>
+void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
+            std::uint32_t first, std::uint32_t n, const float* q, std::int64_t row_stride,
+            std::int32_t q_heads, float scale, float* out, ThreadPool* pool) {
+  using E = typename Rows::Element;
+  const Rows r;
   const std::int32_t hd = kp.head_dim;
   const std::int64_t out_stride = std::int64_t(q_heads) * hd;
   // One (query head, query row) at a time: its scores over the visible positions, softmax, and
@@ -107,19 +135,34 @@ void paged_attention(const KvPlaneView& kp, const KvPlaneView& vp, std::span<con
       const float* qv = q + std::int64_t(t) * row_stride + std::int64_t(j) * hd;
       const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
       scores.resize(visible);
-      for (std::uint32_t c = 0; c < visible; ++c) scores[c] = scale * dot(qv, kp.at(table, c, kvh), hd);
+      for (std::uint32_t c = 0; c < visible; ++c) scores[c] = scale * r.dot(qv, kp.at<E>(table, c, kvh), hd);
       const float mx = *std::max_element(scores.begin(), scores.end());
       float sum = 0;
       for (auto& v : scores) sum += (v = std::exp(v - mx));
       const float inv = 1.0f / sum;
       float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
       std::fill(o, o + hd, 0.0f);
-      for (std::uint32_t c = 0; c < visible; ++c) axpy(scores[c] * inv, vp.at(table, c, kvh), o, hd);
+      for (std::uint32_t c = 0; c < visible; ++c) r.axpy(scores[c] * inv, vp.at<E>(table, c, kvh), o, hd);
     }
   };
   const std::int64_t items = std::int64_t(q_heads) * n;
   if (pool != nullptr) pool->parallel_for(items, 1, rows);
   else rows(0, items);
+}
+
+}  // namespace
+
+void paged_attention(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
+                     std::uint32_t first, std::uint32_t n, const float* q, std::int64_t row_stride,
+                     std::int32_t q_heads, float scale, float* out, ThreadPool* pool) {
+  if (n == 0) return;
+  check_covered(kp, table, first + n);
+  if (kp.dtype != vp.dtype) throw std::invalid_argument("paged attention: K and V planes of different dtypes");
+  switch (kp.dtype) {  // the one dispatch from the cache's dtype to the inner loops
+    case KvDtype::f32: return attend<FloatRows>(kp, vp, table, first, n, q, row_stride, q_heads, scale, out, pool);
+    case KvDtype::f16: return attend<HalfRows>(kp, vp, table, first, n, q, row_stride, q_heads, scale, out, pool);
+  }
+  throw std::invalid_argument("paged attention: unknown KV dtype");
 }
 
 }  // namespace actorlm::kernels::cpu

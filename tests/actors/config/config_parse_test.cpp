@@ -55,6 +55,7 @@ swap_space = 8.5
 prefix_caching = false
 watermark = 0.05
 num_gpu_blocks_override = 1000
+dtype = "f32"
 
 [scheduler]
 max_num_seqs = 64
@@ -129,6 +130,7 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(!c.cache.prefix_caching);
   BOOST_TEST(c.cache.watermark == 0.05);
   BOOST_TEST(c.cache.num_gpu_blocks_override == 1000);
+  BOOST_TEST((c.cache.dtype == CacheDtype::f32));
   BOOST_TEST(c.scheduler.max_num_seqs == 64);
   BOOST_TEST(c.scheduler.max_num_batched_tokens == 4096);
   BOOST_TEST(c.scheduler.max_batch_delay_ms == 20.0);
@@ -246,6 +248,29 @@ BOOST_AUTO_TEST_CASE(rejects_a_weights_type_the_cpu_backend_does_not_keep) {
   BOOST_TEST_REQUIRE(result.errors.size() == 1u, describe(result));
   BOOST_TEST(result.errors[0].key == "model.weights");
   BOOST_TEST(result.errors[0].message.find("\"stored\"") != std::string::npos, describe(result));
+}
+
+BOOST_AUTO_TEST_CASE(reads_both_kv_cache_dtypes_and_shows_the_default) {
+  BOOST_TEST((Config{}.cache.dtype == CacheDtype::f16));
+  BOOST_TEST((parse_ok("[cache]\ndtype = \"f16\"\n").config.cache.dtype == CacheDtype::f16));
+  BOOST_TEST((parse_ok("[cache]\ndtype = \"f32\"\n").config.cache.dtype == CacheDtype::f32));
+  BOOST_TEST(to_toml(Config{}).find("\n[cache]\n") < to_toml(Config{}).find("dtype = \"f16\"\n"));
+  Config c;
+  c.cache.dtype = CacheDtype::f32;
+  BOOST_TEST((parse_ok(to_toml(c)).config == c));
+}
+
+BOOST_AUTO_TEST_CASE(rejects_a_kv_cache_dtype_the_cpu_backend_does_not_have) {
+  for (const char* bad : {"\"bf16\"", "\"F16\"", "16"}) {
+    const ParseResult result = parse_config(std::string("[cache]\ndtype = ") + bad + "\n", "dtype.toml");
+    BOOST_TEST_REQUIRE(result.errors.size() == 1u, describe(result));
+    BOOST_TEST(result.errors[0].key == "cache.dtype", describe(result));
+    BOOST_TEST(result.errors[0].line == 2u);
+    BOOST_TEST_MESSAGE(result.errors[0].to_string());
+  }
+  const ParseResult r = parse_config("[cache]\ndtype = \"bf16\"\n", "dtype.toml");
+  BOOST_TEST(r.errors.at(0).message.find("\"f16\"") != std::string::npos, describe(r));
+  BOOST_TEST(r.errors.at(0).message.find("\"f32\"") != std::string::npos, describe(r));
 }
 
 BOOST_AUTO_TEST_CASE(reports_a_syntax_error_alone_with_its_position) {

@@ -1,6 +1,7 @@
 // The cpu backend through the real engine (scheduler, block manager, detached shard actors) on
 // tiny fixture models: batching, chunked prefill, preemption by recompute or swap, and tensor
-// parallelism over Gloo must not change greedy outputs; n = 2 shares the prompt's blocks.
+// parallelism over Gloo must not change greedy outputs, with the KV cache in f16 or f32; n = 2
+// shares the prompt's blocks; an f16 cache holds twice the blocks of an f32 one.
 #define BOOST_TEST_MODULE cpu_engine
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -16,6 +17,7 @@
 
 namespace actorlm::config {
 std::ostream& operator<<(std::ostream& o, Preemption p) { return o << to_string(p); }
+std::ostream& operator<<(std::ostream& o, CacheDtype d) { return o << to_string(d); }
 }  // namespace actorlm::config
 
 using namespace actorlm;
@@ -25,8 +27,11 @@ namespace {
 
 std::string fixture(const std::string& name) { return std::string(ACTORLM_MODEL_FIXTURES) + "/" + name; }
 
-config::Config base_config(const std::string& model) {
+const config::CacheDtype kv_dtypes[] = {config::CacheDtype::f16, config::CacheDtype::f32};
+
+config::Config base_config(const std::string& model, config::CacheDtype kv = config::CacheDtype::f16) {
   config::Config c;
+  c.cache.dtype = kv;
   c.engine.backend = config::Backend::cpu;
   c.model.path = fixture(model);
   c.model.max_model_len = 128;
@@ -90,8 +95,8 @@ std::vector<std::vector<std::vector<TokenId>>> generate(const config::Config& cf
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone) {
-  const auto cfg = base_config("llama.gguf");
+BOOST_DATA_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone, boost::unit_test::data::make(kv_dtypes), kv) {
+  const auto cfg = base_config("llama.gguf", kv);
   const auto ps = prompts(12, 256, 1);
   const auto alone = generate(cfg, ps, 12, {.concurrent = false});
   const auto batched = generate(cfg, ps, 12);
@@ -101,8 +106,8 @@ BOOST_AUTO_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(chunked_prefill_through_the_engine_keeps_the_outputs) {
-  auto cfg = base_config("falcon-40b-style.gguf");
+BOOST_DATA_TEST_CASE(chunked_prefill_through_the_engine_keeps_the_outputs, boost::unit_test::data::make(kv_dtypes), kv) {
+  auto cfg = base_config("falcon-40b-style.gguf", kv);
   const auto ps = prompts(8, 256, 2);
   const auto alone = generate(cfg, ps, 8, {.concurrent = false});
   cfg.scheduler.chunked_prefill = true;
@@ -113,8 +118,10 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_through_the_engine_keeps_the_outputs) {
 }
 
 BOOST_DATA_TEST_CASE(preempted_requests_resume_with_the_same_tokens,
-                     boost::unit_test::data::make({config::Preemption::recompute, config::Preemption::swap}), mode) {
-  auto cfg = base_config("llama.gguf");
+                     boost::unit_test::data::make({config::Preemption::recompute, config::Preemption::swap}) *
+                         boost::unit_test::data::make(kv_dtypes),
+                     mode, kv) {
+  auto cfg = base_config("llama.gguf", kv);
   const auto ps = prompts(10, 256, 3);
   const auto alone = generate(cfg, ps, 24, {.concurrent = false});
   cfg.cache.num_gpu_blocks_override = 24;  // 96 token slots for 10 requests of up to 46 tokens
@@ -131,8 +138,10 @@ BOOST_DATA_TEST_CASE(preempted_requests_resume_with_the_same_tokens,
 }
 
 BOOST_DATA_TEST_CASE(tensor_parallel_two_equals_one,
-                     boost::unit_test::data::make({"llama.gguf", "falcon-7b-style", "falcon-40b-style.gguf"}), model) {
-  auto cfg = base_config(model);
+                     boost::unit_test::data::make({"llama.gguf", "falcon-7b-style", "falcon-40b-style.gguf"}) *
+                         boost::unit_test::data::make(kv_dtypes),
+                     model, kv) {
+  auto cfg = base_config(model, kv);
   const auto ps = prompts(6, 256, 4);
   const auto one = generate(cfg, ps, 10);
   cfg.engine.tensor_parallel_degree = 2;
@@ -166,6 +175,21 @@ BOOST_AUTO_TEST_CASE(a_cache_too_small_for_max_model_len_is_refused_with_the_num
     BOOST_TEST_MESSAGE(w);
     return w.find("num_gpu_blocks_override = 4 holds 16 tokens") != std::string::npos && w.find("max_model_len = 128") != std::string::npos;
   });
+}
+
+BOOST_AUTO_TEST_CASE(an_f16_cache_holds_twice_the_blocks_of_an_f32_one_in_the_same_space) {
+  auto cfg = base_config("llama.gguf");
+  cfg.cache.num_gpu_blocks_override = 0;
+  cfg.cache.cpu_kv_space = 0.01;  // GiB
+  const auto f16 = shard::load_cpu_backend(cfg);
+  cfg.cache.dtype = config::CacheDtype::f32;
+  const auto f32 = shard::load_cpu_backend(cfg);
+  BOOST_TEST_MESSAGE("blocks in 0.01 GiB: f16 " << f16.capacity.device_blocks << ", f32 " << f32.capacity.device_blocks);
+  BOOST_TEST(f16.block_bytes * 2 == f32.block_bytes);
+  // floor(2x) is 2 floor(x) or one more: the f16 cache holds twice the blocks, to the block.
+  BOOST_TEST(f16.capacity.device_blocks / 2 == f32.capacity.device_blocks);
+  BOOST_TEST(f16.capacity.host_blocks / 2 == f32.capacity.host_blocks);
+  BOOST_TEST(f32.capacity.device_blocks > 0u);
 }
 
 BOOST_AUTO_TEST_CASE(an_indivisible_tensor_parallel_degree_is_refused) {

@@ -1,0 +1,133 @@
+#include "kernels/cpu/model/half.hpp"
+
+#include "model/format/dequantize.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include <bit>
+#include <cmath>
+
+namespace actorlm::kernels::cpu {
+
+std::uint16_t float_to_half(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u | static_cast<std::uint16_t>((a >> 13) & 0x3ffu);  // NaN, quieted
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // inf, or at least 65520: rounds past 65504
+  const std::uint32_t e = a >> 23;
+  if (e >= 113) {  // a normal half: exponent 2^-14 and up
+    std::uint32_t h = ((e - 112) << 10) | ((a >> 13) & 0x3ffu);
+    const std::uint32_t rest = a & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right
+    return sign | static_cast<std::uint16_t>(h);
+  }
+  // A subnormal half (units of 2^-24) or zero: the 24-bit significand m is worth m * 2^(e-150),
+  // that is m >> (126 - e) units, rounded to nearest even. (f32 subnormals, e = 0, round to 0.)
+  const std::uint32_t shift = 126 - e;
+  if (e == 0 || shift > 24) return sign;
+  const std::uint32_t m = (a & 0x7fffffu) | 0x800000u;
+  std::uint32_t h = m >> shift;
+  const std::uint32_t rest = m & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+  if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
+  return sign | static_cast<std::uint16_t>(h);
+}
+
+float half_to_float(std::uint16_t h) {
+  // F16C quiets a signalling NaN; model::f16_to_f32 keeps the payload as it is.
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0) h |= 0x200u;
+  return model::f16_to_f32(h);
+}
+
+namespace {
+
+void to_half_scalar(const float* x, std::uint16_t* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = float_to_half(x[i]);
+}
+
+void to_float_scalar(const std::uint16_t* x, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+}
+
+float dot_scalar(const float* a, const std::uint16_t* b, std::int32_t n) {
+  float acc[8] = {};
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * half_to_float(b[i + j]);
+  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) sum += a[i] * half_to_float(b[i]);
+  return sum;
+}
+
+void axpy_scalar(float a, const std::uint16_t* x, float* y, std::int32_t n) {
+  for (std::int32_t i = 0; i < n; ++i) y[i] += a * half_to_float(x[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ACTORLM_F16C __attribute__((target("avx2,fma,f16c")))
+
+ACTORLM_F16C __m256 load8(const std::uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+ACTORLM_F16C void to_half_f16c(const float* x, std::uint16_t* y, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) y[i] = static_cast<std::uint16_t>(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+}
+
+ACTORLM_F16C void to_float_f16c(const std::uint16_t* x, float* y, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, load8(x + i));
+  for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
+}
+
+ACTORLM_F16C float dot_f16c(const float* a, const std::uint16_t* b, std::int32_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < n; ++i) sum = std::fma(a[i], _cvtsh_ss(b[i]), sum);
+  return sum;
+}
+
+ACTORLM_F16C void axpy_f16c(float a, const std::uint16_t* x, float* y, std::int32_t n) {
+  const __m256 av = _mm256_set1_ps(a);
+  std::int32_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load8(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i) y[i] = std::fma(a, _cvtsh_ss(x[i]), y[i]);
+}
+
+bool cpu_has_f16c() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+#endif
+
+}  // namespace
+
+const HalfKernels& scalar_half_kernels() {
+  static const HalfKernels k{"scalar", to_half_scalar, to_float_scalar, dot_scalar, axpy_scalar};
+  return k;
+}
+
+const HalfKernels* f16c_half_kernels() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const HalfKernels k{"f16c", to_half_f16c, to_float_f16c, dot_f16c, axpy_f16c};
+  static const HalfKernels* p = cpu_has_f16c() ? &k : nullptr;
+  return p;
+#else
+  return nullptr;
+#endif
+}
+
+const HalfKernels& best_half_kernels() {
+  static const HalfKernels& k = f16c_half_kernels() ? *f16c_half_kernels() : scalar_half_kernels();
+  return k;
+}
+
+}  // namespace actorlm::kernels::cpu
