@@ -37,7 +37,7 @@ struct ServerConfig {
   std::int64_t max_body_bytes = 1 << 20;   // [1 KiB, 1 GiB]
   double drain_timeout_s = 30.0;       // [0, 3600]
   bool log_prompts = false;            // access log never holds prompt text unless set
-  std::int64_t io_threads = 1;         // [1, 64]: event-loop threads serving every connection
+  std::int64_t io_threads = 2;         // [1, 64]: event-loop threads serving every connection
   std::int64_t max_connections = 10000;  // [1, 1000000]: open connections; more get a 503 and close
   double header_timeout_s = 10.0;      // (0, 3600]: a request's headers must arrive within this
   double body_timeout_s = 30.0;        // (0, 3600]: then its body within this

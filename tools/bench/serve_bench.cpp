@@ -154,6 +154,12 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
   result.client_pid = clients.pid();
   say("serving " + result.served + " on port " + std::to_string(port) +
       "; clients in a separate process (pid " + std::to_string(clients.pid()) + ", one event-driven thread)");
+  // One stream, not reported, and a pause first: one-time start-up work (OpenBLAS's thread pool
+  // spins on sched_yield for ~0.1 s after it loads, first touches of the server's memory) would
+  // otherwise land in the first level's CPU per token (measured: 1,100-1,700 us at 1 stream
+  // instead of ~310).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  measure_level(clients, port, 1, opt, engine);
   for (std::uint32_t n : opt.streams) {
     const auto p = measure_level(clients, port, n, opt, engine);
     say(std::to_string(n) + " streams: " + std::to_string(p.tokens) + " tokens in " + fmt(p.seconds) +

@@ -35,7 +35,7 @@ api_key = "s3cr\"et\\key"
 max_body_bytes = 4096
 drain_timeout_s = 5.5
 log_prompts = true
-io_threads = 2
+io_threads = 3
 max_connections = 500
 header_timeout_s = 2.5
 body_timeout_s = 7.0
@@ -114,7 +114,7 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.server.max_body_bytes == 4096);
   BOOST_TEST(c.server.drain_timeout_s == 5.5);
   BOOST_TEST(c.server.log_prompts);
-  BOOST_TEST(c.server.io_threads == 2);
+  BOOST_TEST(c.server.io_threads == 3);
   BOOST_TEST(c.server.max_connections == 500);
   BOOST_TEST(c.server.header_timeout_s == 2.5);
   BOOST_TEST(c.server.body_timeout_s == 7.0);
