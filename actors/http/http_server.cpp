@@ -29,6 +29,7 @@ namespace {
 
 constexpr auto kSweep = std::chrono::milliseconds(250);         // deadline checks, keep-alive comments
 constexpr auto kStreamKeepAlive = std::chrono::seconds(10);     // an idle stream gets an SSE comment
+constexpr std::size_t kTokenizeInlineBytes = 16 << 10;          // larger bodies: tokenized on a side thread
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -82,6 +83,7 @@ struct HttpServer::Impl {
   std::optional<tcp::acceptor> acceptor;
   std::size_t next_io = 0;
   asio::thread_pool blocking{1};  // engine queries that wait (/ready, /metrics): never on an I/O thread
+  asio::thread_pool tokenizing{1};  // large prompts' tokenization, off the I/O threads
   std::atomic<bool> draining{false}, stopping{false};
   std::atomic<std::size_t> in_flight{0}, connections{0};
   std::atomic<std::uint64_t> engine_ids{1}, response_ids{1};
@@ -285,11 +287,32 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
     return refuse(ApiError{404, "model: \"" + body.model + "\" is not served here; this server serves \"" + served_name + "\"",
                            "invalid_request_error", "model", "model_not_found"});
   auto session = std::make_unique<CompletionSession>(model, std::move(body), engine_ids);
-  if (auto e = session->prepare()) return refuse(*e, session.get());
   const ResponseMeta meta{ep, id,
                           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
                           response_name};
-  std::make_shared<ApiCall>(*t.host, c, std::move(session), meta, t0)->start();
+  // Tokenizing takes about a millisecond per few kilobytes of text: a large prompt is tokenized
+  // on a side thread, so that the other streams of this I/O thread do not wait for it.
+  if (req.body().size() <= kTokenizeInlineBytes) {
+    if (auto e = session->prepare()) return refuse(*e, session.get());
+    return std::make_shared<ApiCall>(*t.host, c, std::move(session), meta, t0)->start();
+  }
+  asio::post(tokenizing, [this, c, &t, session = std::shared_ptr<CompletionSession>(std::move(session)), meta, t0]() mutable {
+    std::optional<ApiError> error;
+    try {
+      error = session->prepare();
+    } catch (const std::exception& e) {
+      error = ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"};
+    }
+    asio::post(c->executor(), [this, c, &t, session = std::move(session), meta, t0, error = std::move(error)]() mutable {
+      if (error) {
+        access_log(meta.id, error->status, session.get(), t0);
+        return c->respond(error_response(*error));
+      }
+      if (!c->is_open()) return access_log(meta.id, 499, session.get(), t0);  // the client left meanwhile
+      auto owned = std::make_unique<CompletionSession>(std::move(*session));
+      std::make_shared<ApiCall>(*t.host, c, std::move(owned), meta, t0)->start();
+    });
+  });
 }
 
 void HttpServer::Impl::access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0) {
@@ -366,6 +389,7 @@ HttpServer::~HttpServer() {
   stop();
   impl_->stop_pump();
   impl_->blocking.join();
+  impl_->tokenizing.join();
 }
 
 int HttpServer::bind() {

@@ -148,6 +148,22 @@ BOOST_AUTO_TEST_CASE(half_sent_headers_and_idle_keep_alive_connections_are_close
   BOOST_TEST(idle.closed_within(10));
 }
 
+// Bodies over 16 KiB are tokenized on a side thread: both outcomes come back from there.
+BOOST_AUTO_TEST_CASE(a_large_body_is_answered_from_the_side_thread_that_tokenizes_it) {
+  auto c = impatient().client(30);
+  json body = json::parse(streamed);
+  const std::string padded = body.dump().insert(1, std::string(20000, ' '));  // JSON whitespace
+  const auto r = c.Post("/v1/completions", padded, "application/json");
+  BOOST_TEST_REQUIRE(status_of(r) == 200);
+  BOOST_TEST(r->body.find("data: [DONE]") != std::string::npos);
+  const std::string huge(64 << 10, 'a');
+  const auto e = c.Post("/v1/completions", json{{"model", "falcon-40b"}, {"prompt", huge}}.dump(), "application/json");
+  BOOST_TEST_REQUIRE(status_of(e) == 400);
+  const auto err = json::parse(e->body)["error"];
+  BOOST_TEST(err["param"] == "prompt");
+  BOOST_TEST(err["code"] == "context_length_exceeded");
+}
+
 BOOST_AUTO_TEST_CASE(garbage_instead_of_a_request_line_gets_a_json_400) {
   RawClient c(impatient().port());
   c.send("\x01\x02 not http at all\r\n\r\n");
