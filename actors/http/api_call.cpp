@@ -41,17 +41,17 @@ void ApiCall::on_submitted(SubmitOutcome o) {
   auto keep = shared_from_this();
   if (ended_) return;
   submitted_ = true;
-  if (auto e = session_->on_submitted(o.status, o.reason)) {
-    for (std::size_t i = 0; i < o.status.size() && i < session_->ids().size(); ++i)
-      if (o.status[i] == scheduler::SubmitStatus::accepted) host_.bridge.abort(session_->ids()[i]);
-    return refuse(*e);
-  }
-  results_.resize(session_->choices());
-  opened_.assign(session_->choices(), false);
-  if (session_->request().stream)
-    conn_->begin_stream(200, "text/event-stream", {{"X-Request-Id", std::to_string(session_->first_request_id())}});
-  ChannelBatch early = std::move(early_);
   try {
+    if (auto e = session_->on_submitted(o.status, o.reason)) {
+      for (std::size_t i = 0; i < o.status.size() && i < session_->ids().size(); ++i)
+        if (o.status[i] == scheduler::SubmitStatus::accepted) host_.bridge.abort(session_->ids()[i]);
+      return refuse(*e);
+    }
+    results_.resize(session_->choices());
+    opened_.assign(session_->choices(), false);
+    if (session_->request().stream)
+      conn_->begin_stream(200, "text/event-stream", {{"X-Request-Id", std::to_string(session_->first_request_id())}});
+    ChannelBatch early = std::move(early_);
     process(early);
   } catch (const std::exception& e) {
     fail_internal(e.what());
@@ -79,9 +79,9 @@ void ApiCall::deliver(ChannelBatch&& b) {
 void ApiCall::fail_internal(const std::string& what) {
   if (ended_) return;
   spdlog::error("{}: internal error: {}", meta_.id, what);
-  for (auto id : session_->unfinished()) host_.bridge.abort(id);
+  for (auto id : session_->ids()) host_.bridge.abort(id);  // all: it may have failed before they were tracked
   const ApiError e{500, "internal error: " + what, "server_error", "", "internal_error"};
-  if (session_->request().stream) {
+  if (conn_->streaming()) {  // headers are out: an error event, then the stream ends
     conn_->append("data: " + e.to_json() + "\n\n");
     conn_->append("data: [DONE]\n\n");
     end(500);

@@ -121,12 +121,14 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
 }
 
 EngineBridge::~EngineBridge() {
-  {
-    std::lock_guard lock(core_->mu);
-    core_->io = nullptr;
-    core_->bridge = nullptr;
-  }
+  detach();
   caf::anon_send_exit(core_->actor, caf::exit_reason::user_shutdown);
+}
+
+void EngineBridge::detach() {
+  std::lock_guard lock(core_->mu);
+  core_->io = nullptr;
+  core_->bridge = nullptr;
 }
 
 void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* listener,

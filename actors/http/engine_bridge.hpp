@@ -49,6 +49,9 @@ class EngineBridge {
   // Destroy it on its I/O thread, or after that thread's event loop has stopped.
   EngineBridge(caf::actor_system&, engine::Engine&, boost::asio::io_context&);
   ~EngineBridge();  // stops the sink actor
+  // From now on the sink actor posts nothing to the I/O thread (call before its io_context goes;
+  // abort and forget still work).
+  void detach();
   EngineBridge(const EngineBridge&) = delete;
   EngineBridge& operator=(const EngineBridge&) = delete;
 

@@ -56,6 +56,7 @@ void close_all(ConnectionSet& set) {
 // loop (with the handlers that still hold connections) before the bridge and the set they use.
 struct IoThread {
   ConnectionSet connections;
+  Router router;  // routes this thread's requests (calls made here run on this thread)
   std::unique_ptr<EngineBridge> bridge;
   std::unique_ptr<CallHost> host;
   asio::io_context ctx{1};
@@ -70,6 +71,7 @@ struct HttpServer::Impl {
   // in the members below.
   ~Impl() {
     acceptor.reset();
+    for (auto& t : io) t->bridge->detach();  // nothing more posted into loops about to go
     io.clear();
   }
 
@@ -78,7 +80,6 @@ struct HttpServer::Impl {
   config::Config cfg;
   std::string served_name, response_name;
   ConnectionLimits limits;
-  Router router;
   std::vector<std::unique_ptr<IoThread>> io;
   std::optional<tcp::acceptor> acceptor;
   std::size_t next_io = 0;
@@ -105,12 +106,11 @@ struct HttpServer::Impl {
 
   void accept();
   void arm_sweep(IoThread&);
-  void route(const std::shared_ptr<Connection>&, Request&&);
-  void dispatch(const std::shared_ptr<Connection>&, Request&&);
+  void route(const std::shared_ptr<Connection>&, Request&&, IoThread&);
+  void dispatch(const std::shared_ptr<Connection>&, Request&&, IoThread&);
   void complete(Endpoint, const std::shared_ptr<Connection>&, Request&&, IoThread&);
   // Runs `answer` (which may wait on the engine) on the blocking pool, responds on `c`'s thread.
   void respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer);
-  IoThread& thread_of(const std::shared_ptr<Connection>&);
   void access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0);
 };
 
@@ -122,7 +122,6 @@ HttpServer::Impl::Impl(caf::actor_system& s, serving::ServedModel& m, const conf
   limits.keep_alive_timeout = seconds(c.server.keep_alive_timeout_s);
   limits.write_timeout = seconds(c.server.write_timeout_s);
   limits.max_body_bytes = static_cast<std::uint64_t>(c.server.max_body_bytes);
-  router = [this](const std::shared_ptr<Connection>& conn, Request&& req) { dispatch(conn, std::move(req)); };
   for (std::int64_t i = 0; i < c.server.io_threads; ++i) {
     auto t = std::make_unique<IoThread>();
     t->bridge = std::make_unique<EngineBridge>(sys, model.engine(), t->ctx);
@@ -130,6 +129,9 @@ HttpServer::Impl::Impl(caf::actor_system& s, serving::ServedModel& m, const conf
         [this](const std::string& id, int status, const CompletionSession& session, Clock::time_point t0) {
           access_log(id, status, &session, t0);
         }});
+    t->router = [this, tp = t.get()](const std::shared_ptr<Connection>& conn, Request&& req) {
+      dispatch(conn, std::move(req), *tp);
+    };
     t->work.emplace(t->ctx.get_executor());
     t->sweep.emplace(t->ctx);
     io.push_back(std::move(t));
@@ -187,14 +189,10 @@ std::optional<ApiError> HttpServer::Impl::gate(const Request& req) const {
   return std::nullopt;
 }
 
-IoThread& HttpServer::Impl::thread_of(const std::shared_ptr<Connection>& c) {
-  for (auto& t : io)
-    if (t->connections.count(c.get())) return *t;
-  throw std::logic_error("a connection of no I/O thread");
-}
-
 void HttpServer::Impl::respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer) {
-  asio::post(blocking, [c, answer = std::move(answer)] {
+  // The connection goes back to its thread inside the handler posted there: the pool thread must
+  // never hold its last reference (a connection is destroyed on its own thread).
+  asio::post(blocking, [c, answer = std::move(answer)]() mutable {
     Response res;
     try {
       res = answer();
@@ -202,14 +200,15 @@ void HttpServer::Impl::respond_blocking(const std::shared_ptr<Connection>& c, st
       spdlog::error("internal error: {}", e.what());
       res = error_response(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"});
     }
-    asio::post(c->executor(), [c, res = std::move(res)]() mutable { c->respond(std::move(res)); });
+    const auto home = c->executor();
+    asio::post(home, [c = std::move(c), res = std::move(res)]() mutable { c->respond(std::move(res)); });
   });
 }
 
 // A request that throws gets a 500 naming the error; the server goes on.
-void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c, Request&& req) {
+void HttpServer::Impl::dispatch(const std::shared_ptr<Connection>& c, Request&& req, IoThread& t) {
   try {
-    route(c, std::move(req));
+    route(c, std::move(req), t);
   } catch (const std::exception& e) {
     spdlog::error("internal error: {}", e.what());
     c->respond(error_response(ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"}));
@@ -229,12 +228,12 @@ static void run_loop(asio::io_context& ctx) {
   }
 }
 
-void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req) {
+void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req, IoThread& t) {
   const std::string_view target(req.target().data(), req.target().size());
   const std::string path(target.substr(0, target.find('?')));
   const bool get = req.method() == beast_http::verb::get, post = req.method() == beast_http::verb::post;
-  if (post && path == "/v1/completions") return complete(Endpoint::completions, c, std::move(req), thread_of(c));
-  if (post && path == "/v1/chat/completions") return complete(Endpoint::chat, c, std::move(req), thread_of(c));
+  if (post && path == "/v1/completions") return complete(Endpoint::completions, c, std::move(req), t);
+  if (post && path == "/v1/chat/completions") return complete(Endpoint::chat, c, std::move(req), t);
   if (get && path == "/health") return c->respond(json_response(beast_http::status::ok, "{\"status\":\"ok\"}"));
   if (get && path == "/v1/models") {
     if (!authorized(req))
@@ -303,7 +302,8 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
     } catch (const std::exception& e) {
       error = ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"};
     }
-    asio::post(c->executor(), [this, c, &t, session = std::move(session), meta, t0, error = std::move(error)]() mutable {
+    const auto home = c->executor();  // c goes with the handler: see respond_blocking
+    asio::post(home, [this, c = std::move(c), &t, session = std::move(session), meta, t0, error = std::move(error)]() mutable {
       if (error) {
         access_log(meta.id, error->status, session.get(), t0);
         return c->respond(error_response(*error));
@@ -351,7 +351,11 @@ void HttpServer::Impl::accept() {
       } else {
         ++connections;
         asio::post(t.ctx, [this, &t, s = std::move(socket)]() mutable {
-          auto c = std::make_shared<Connection>(std::move(s), limits, t.connections, router);
+          if (stopping) {  // accepted just before stop(): its close_all has run already
+            --connections;
+            return;
+          }
+          auto c = std::make_shared<Connection>(std::move(s), limits, t.connections, t.router);
           c->counted_by(connections);
           c->start();
         });
