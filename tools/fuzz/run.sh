@@ -32,17 +32,9 @@ done
 # 1. clang 14 (Debian 12's), libFuzzer's runtime (libclang_rt.fuzzer*.a: libclang-rt-14-dev) and
 #    llvm-symbolizer for readable stacks (llvm-14); the sources' own dependencies.
 packages=(clang-14 libclang-rt-14-dev llvm-14 cmake ninja-build nlohmann-json3-dev libtomlplusplus-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}" >&2
-  sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+# shellcheck source=tools/apt_install.sh
+source tools/apt_install.sh
+apt_install_missing fuzz "${packages[@]}"
 export ASAN_SYMBOLIZER_PATH=/usr/bin/llvm-symbolizer-14
 
 # 2. Build (ccache shared with the main build when present).

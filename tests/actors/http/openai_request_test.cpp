@@ -4,22 +4,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/http/openai_request.hpp"
+#include "tests/actors/http/parse_helpers.hpp"
 
 using namespace actorlm::http;
 
 namespace {
 
-CompletionRequest ok(Endpoint ep, const std::string& body) {
-  auto r = parse_request(ep, body);
-  if (auto* e = std::get_if<ApiError>(&r)) BOOST_FAIL("unexpected error: " + e->message);
-  return std::get<CompletionRequest>(r);
-}
-
-ApiError bad(Endpoint ep, const std::string& body) {
-  auto r = parse_request(ep, body);
-  BOOST_REQUIRE_MESSAGE(std::holds_alternative<ApiError>(r), "accepted: " + body);
-  return std::get<ApiError>(r);
-}
+CompletionRequest ok(Endpoint ep, const std::string& body) { return actorlm::testing::parse_ok(ep, body); }
+ApiError bad(Endpoint ep, const std::string& body) { return actorlm::testing::parse_bad(ep, body); }
 
 }  // namespace
 

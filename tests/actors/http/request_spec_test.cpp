@@ -5,17 +5,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/http/request_spec.hpp"
+#include "tests/actors/http/parse_helpers.hpp"
 
 using namespace actorlm;
 using namespace actorlm::http;
 
 namespace {
-
-CompletionRequest parsed(Endpoint ep, const std::string& body) {
-  auto r = parse_request(ep, body);
-  if (auto* e = std::get_if<ApiError>(&r)) BOOST_FAIL("unexpected error: " + e->message);
-  return std::get<CompletionRequest>(r);
-}
 
 // What ServedModel::request gives: the model's end tokens (here 0 and 1) as stop tokens.
 scheduler::RequestSpec base() {
@@ -30,7 +25,7 @@ scheduler::RequestSpec base() {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(carries_the_sampling_extensions_to_the_engine_request) {
-  const auto r = parsed(Endpoint::completions,
+  const auto r = testing::parse_ok(Endpoint::completions,
                         R"({"model":"m","prompt":"x","n":2,"best_of":4,"repetition_penalty":1.5,"logit_bias":{"7":-100},)"
                         R"("min_tokens":3,"stop_token_ids":[1,4],"temperature":0.5})");
   const auto s = request_spec(r, base(), 42);
@@ -47,51 +42,51 @@ BOOST_AUTO_TEST_CASE(carries_the_sampling_extensions_to_the_engine_request) {
 }
 
 BOOST_AUTO_TEST_CASE(ignore_eos_drops_the_model_stop_tokens_but_keeps_them_masked_before_min_tokens) {
-  const auto r = parsed(Endpoint::completions, R"({"model":"m","prompt":"x","ignore_eos":true,"stop_token_ids":[4]})");
+  const auto r = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","ignore_eos":true,"stop_token_ids":[4]})");
   const auto s = request_spec(r, base(), 0);
   BOOST_TEST(s.ignore_eos);
   BOOST_TEST((s.stop_token_ids == std::vector<kv::TokenId>{4}));  // the request's own still stop
   BOOST_TEST(s.sampling.min_tokens_stop_ids.empty());
-  const auto m = parsed(Endpoint::completions, R"({"model":"m","prompt":"x","ignore_eos":true,"min_tokens":2})");
+  const auto m = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","ignore_eos":true,"min_tokens":2})");
   BOOST_TEST((request_spec(m, base(), 0).sampling.min_tokens_stop_ids == std::vector<kv::TokenId>{0, 1}));
 }
 
 BOOST_AUTO_TEST_CASE(prompts_follow_add_special_tokens_and_echo_keeps_their_text) {
   const auto codec = serving::make_synthetic_codec(1000);
-  const auto r = parsed(Endpoint::completions, R"({"model":"m","prompt":["a b","c"],"echo":true})");
+  const auto r = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":["a b","c"],"echo":true})");
   auto in = prompt_inputs(r, *codec, 1000);
   BOOST_TEST_REQUIRE(std::holds_alternative<std::vector<PromptInput>>(in));
   const auto& prompts = std::get<std::vector<PromptInput>>(in);
   BOOST_TEST_REQUIRE(prompts.size() == 2u);
   BOOST_TEST(prompts[0].echo == "a b");
   BOOST_TEST(prompts[0].tokens == codec->raw_prompt("a b"));
-  const auto ids = parsed(Endpoint::completions, R"({"model":"m","prompt":[3,4],"echo":true})");
+  const auto ids = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":[3,4],"echo":true})");
   const auto decoded = std::get<std::vector<PromptInput>>(prompt_inputs(ids, *codec, 1000));
   BOOST_TEST(decoded[0].echo == codec->token_text(3) + codec->token_text(4));
-  const auto far = parsed(Endpoint::completions, R"({"model":"m","prompt":[3,1000]})");
+  const auto far = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":[3,1000]})");
   BOOST_TEST(std::get<ApiError>(prompt_inputs(far, *codec, 1000)).param == "prompt");
-  const auto chat = parsed(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false})");
+  const auto chat = testing::parse_ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false})");
   const auto rendered = std::get<std::vector<PromptInput>>(prompt_inputs(chat, *codec, 1000));
   BOOST_TEST(rendered[0].tokens == codec->chat_prompt(chat.messages, {false, false}, false));
 }
 
 BOOST_AUTO_TEST_CASE(token_ids_outside_the_vocabulary_are_named) {
-  const auto stop = parsed(Endpoint::completions, R"({"model":"m","prompt":"x","stop_token_ids":[3,50]})");
+  const auto stop = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","stop_token_ids":[3,50]})");
   const auto e = check_token_ids(stop, 50);
   BOOST_TEST_REQUIRE(e.has_value());
   BOOST_TEST(e->param == "stop_token_ids");
   BOOST_TEST(e->message == "stop_token_ids[1]: token id 50 is outside the vocabulary [0, 50)");
-  const auto bias = parsed(Endpoint::completions, R"({"model":"m","prompt":"x","logit_bias":{"77":1}})");
+  const auto bias = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","logit_bias":{"77":1}})");
   BOOST_TEST(check_token_ids(bias, 50)->param == "logit_bias");
   BOOST_TEST(!check_token_ids(bias, 78));
 }
 
 BOOST_AUTO_TEST_CASE(min_tokens_may_not_exceed_the_max_tokens_a_prompt_gets) {
-  const auto chat = parsed(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"min_tokens":100})");
+  const auto chat = testing::parse_ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"min_tokens":100})");
   BOOST_TEST(std::get<std::uint32_t>(max_tokens_for(chat, 20, 128, "messages")) == 108u);  // the rest of the context
   const auto e = std::get<ApiError>(max_tokens_for(chat, 40, 128, "messages"));
   BOOST_TEST(e.param == "min_tokens");
   BOOST_TEST(e.message == "min_tokens: must be at most max_tokens (88), found 100");
-  const auto completion = parsed(Endpoint::completions, R"({"model":"m","prompt":"x","min_tokens":17})");
+  const auto completion = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","min_tokens":17})");
   BOOST_TEST(std::get<ApiError>(max_tokens_for(completion, 2, 128, "prompt")).param == "min_tokens");  // default 16
 }
