@@ -81,7 +81,7 @@ toml::parse_error with_original_characters(const toml::parse_error& e, std::stri
 
 // In valid TOML: the first hole character that toml++ would test for whitespace after a backslash
 // in a multi-line basic string (the escaped character, or the first after a line-ending
-// backslash's line breaks). Strings are found as in valid TOML, where a quote outside strings and
+// backslash's line breaks and spaces, the non-ASCII spaces toml++ skips there included). Strings are found as in valid TOML, where a quote outside strings and
 // comments always opens one.
 std::optional<toml::source_position> hole_after_a_multi_line_backslash(std::string_view text) {
   toml::source_position where{1, 1};
@@ -117,8 +117,15 @@ std::optional<toml::source_position> hole_after_a_multi_line_backslash(std::stri
       if (text[i] == '\\' && c == '"') {
         advance(1);
         if (multi_line) {
+          // toml++ skips what it takes for whitespace there, non-ASCII spaces (U+FEFF...) too.
           std::size_t j = i;
-          while (j < text.size() && (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n')) ++j;
+          while (j < text.size()) {
+            const auto [cp, n] = code_point(text, j);
+            const bool ascii_space = text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n';
+            if (!ascii_space && (cp == 0 || in_lookup_hole(cp) || !toml::impl::is_non_ascii_horizontal_whitespace(cp)))
+              break;
+            j += n;
+          }
           if (j < text.size() && in_lookup_hole(code_point(text, j).first)) {
             advance(j - i);
             return where;

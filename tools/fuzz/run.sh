@@ -6,11 +6,15 @@
 # test replays it in every build.
 # Usage: tools/fuzz/run.sh [TARGET...]   (default: gguf safetensors request config)
 #   FUZZ_SECONDS  seconds per target (default 60)
+#   FUZZ_RUNS     instead of a time: this many inputs per target from seed FUZZ_SEED (default 1),
+#                 starting from the committed corpus alone, so the run is the same on every machine
+#                 and a commit passes or fails it the same way each time (what .ci/run uses)
 #   FUZZ_JOBS     targets fuzzed at once (default 2, or 1 on one core)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 seconds=${FUZZ_SECONDS:-60}
+runs=${FUZZ_RUNS:-}
 jobs=${FUZZ_JOBS:-$(($(nproc) < 2 ? 1 : 2))}
 targets=("$@")
 ((${#targets[@]})) || targets=(gguf safetensors request config)
@@ -51,11 +55,19 @@ echo "fuzz: built ${targets[*]} in $((SECONDS - start)) s" >&2
 fuzz_one() {
   local t=$1
   rm -rf "build-fuzz/crashes/$t"
-  mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t" build-fuzz/logs
+  local found="build-fuzz/corpus/$t" bound=(-max_total_time="$seconds") fixed=()
+  if [[ -n "$runs" ]]; then
+    # Same inputs every time: fixed seed and count, no corpus reloads (timed), and no address
+    # randomization (the sanitizers' coverage differs with the load address).
+    found="build-fuzz/corpus-fixed/$t" bound=(-runs="$runs" -seed="${FUZZ_SEED:-1}" -reload=0)
+    setarch -R true 2>/dev/null && fixed=(setarch -R)
+    rm -rf "$found"
+  fi
+  mkdir -p "$found" "build-fuzz/crashes/$t" build-fuzz/logs
   local rc=0
   # shellcheck disable=SC2086  # options are words
-  "build-fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="build-fuzz/crashes/$t/" ${options[$t]:-} "build-fuzz/corpus/$t" "${corpus[$t]}" \
+  "${fixed[@]}" "build-fuzz/fuzz_$t" "${bound[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -artifact_prefix="build-fuzz/crashes/$t/" ${options[$t]:-} "$found" "${corpus[$t]}" \
     >"build-fuzz/logs/$t.log" 2>&1 || rc=$?
   echo "$rc" >"build-fuzz/logs/$t.rc"
 }
@@ -69,10 +81,10 @@ wait
 failed=0
 for t in "${targets[@]}"; do
   log="build-fuzz/logs/$t.log"
-  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  done_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
   if [[ $(cat "build-fuzz/logs/$t.rc") == 0 ]]; then
-    echo "fuzz: $t: ${runs:-?} runs in ${seconds} s (${rate:-?}/s), no finding"
+    echo "fuzz: $t: ${done_runs:-?} runs (${rate:-?}/s${runs:+, seed ${FUZZ_SEED:-1}}), no finding"
   else
     failed=1
     echo "fuzz: $t FAILED; the end of $log:"
