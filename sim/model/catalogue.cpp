@@ -54,6 +54,15 @@ class EntryReader {
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded});
     return v * scale;
   }
+  // Keys that may be left out: `absent` then.
+  double optional_positive(std::string_view key, double scale, double absent) {
+    if (!reader_.has(key)) return absent;
+    return positive(key, scale);
+  }
+  std::uint32_t optional_count(std::string_view key, std::int64_t lo, std::int64_t hi, std::uint32_t absent) {
+    if (!reader_.has(key)) return absent;
+    return count(key, lo, hi);
+  }
   float positive_float(std::string_view key) {
     double v = 0;
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded, /*lo_open=*/true});
@@ -151,6 +160,15 @@ Hardware read_gpu(std::string key, EntryReader& r) {
   h.link_efficiency = r.fraction("link_efficiency");
   h.kernel_launch = r.non_negative("kernel_launch_us", micro);
   h.cuda_context_bytes = r.non_negative("cuda_context_mib", mib);
+  h.small_gemm_rows = r.optional_count("small_gemm_rows", 1, 1 << 20, 0);
+  h.small_gemm_flops = r.optional_positive("small_gemm_tflops", tera, 0);
+  if ((h.small_gemm_rows > 0) != (h.small_gemm_flops > 0))
+    r.fail(h.small_gemm_rows > 0 ? "small_gemm_rows" : "small_gemm_tflops",
+           "small_gemm_rows and small_gemm_tflops go together: give both or neither");
+  h.gemm_weight_rate = r.optional_positive("gemm_dequant_gweights_per_s", giga, 0);
+  h.attention_flops = r.optional_positive("attention_tflops", tera, 0);
+  h.prefill_attention_flops = r.optional_positive("prefill_attention_tflops", tera, 0);
+  h.step_overhead = r.optional_positive("step_overhead_us", micro, 0);
   r.finish();
   return h;
 }
@@ -182,6 +200,7 @@ ModelPreset read_model(std::string key, EntryReader& r, const ErrorList& errors)
   m.max_context = r.count("max_context", 1, 1 << 24);
   m.bos_token_id = static_cast<std::int32_t>(r.integer("bos_token_id", -1, big));
   m.eos_token_id = static_cast<std::int32_t>(r.integer("eos_token_id", -1, big));
+  m.weight_bytes = r.optional_positive("bytes_per_weight", 1, 2);
   // Whole-entry rules, once every value is readable (a bad value is reported once, above).
   if (errors.size() == errors_before)
     for (const auto& p : model::problems(m)) r.fail(p.field, p.message);

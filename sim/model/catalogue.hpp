@@ -32,6 +32,16 @@ struct Hardware {
   double link_efficiency = 1;       // (0, 1]: of `link_bandwidth`
   double kernel_launch = 0;         // s per kernel
   double cuda_context_bytes = 0;    // bytes taken by the CUDA context on each GPU
+  // Optional terms for kernels that the roofline alone does not describe, such as the cpu
+  // backend's (kernels/cpu/model/matmul.hpp), which `actorlm calibrate` fits. Absent (0), each
+  // term vanishes and the roofline above is the whole model.
+  std::uint32_t small_gemm_rows = 0; // GEMMs of fewer rows run on few-row kernels at
+  double small_gemm_flops = 0;       //   this FLOP/s (roofline with the weights' bytes)
+  double gemm_weight_rate = 0;       // weights/s: GEMMs of small_gemm_rows rows or more first pass
+                                     //   over their weights at this rate (dequantization)
+  double attention_flops = 0;        // FLOP/s of decode attention (0: flops x compute_efficiency)
+  double prefill_attention_flops = 0; // FLOP/s of prefill attention (0: as decode attention)
+  double step_overhead = 0;          // s per step on the host, besides the kernels
 };
 
 // Memory the serving runtime takes on every GPU besides the CUDA context.
@@ -53,6 +63,7 @@ struct Instance {
 struct ModelPreset : model::Architecture {
   std::string key;   // "falcon-40b"
   std::string name;  // "Falcon-40B"
+  double weight_bytes = 2;  // bytes per weight as deployed (2: fp16/bf16; a quantized file less)
 };
 
 // A catalogue file that cannot be read or is wrong; what() lists every problem, one per line,

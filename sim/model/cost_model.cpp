@@ -41,6 +41,7 @@ std::string_view to_string(Op op) {
     case Op::transfer: return "transfer";
     case Op::kv_moves: return "kv_moves";
     case Op::launch: return "launch";
+    case Op::host: return "host";
     case Op::count: break;
   }
   return "?";
@@ -69,6 +70,18 @@ StepCost CostModel::step(const StepShape& s) const {
   const double bandwidth = hw_.bandwidth * hw_.memory_efficiency;  // bytes/s
   const double link = hw_.link_bandwidth * hw_.link_efficiency;    // bytes/s
   auto roofline = [&](double f, double bytes) { return std::max(f / flops, bytes / bandwidth); };
+  const double decode_attention_flops = hw_.attention_flops > 0 ? hw_.attention_flops : flops;
+  const double prefill_attention_flops =
+      hw_.prefill_attention_flops > 0 ? hw_.prefill_attention_flops : decode_attention_flops;
+  auto attention = [&](double rate, double f, double bytes) { return std::max(f / rate, bytes / bandwidth); };
+  const double wb = model_.weight_bytes;  // bytes per weight
+  // A GEMM of `rows` rows over `w` weights that also reads and writes `io_bytes`.
+  auto gemm = [&](double rows, double w, double io_bytes) {
+    const bool few = hw_.small_gemm_rows > 0 && rows < hw_.small_gemm_rows;
+    const double f = 2 * rows * w, bytes = wb * w + io_bytes;
+    if (few) return std::max(f / hw_.small_gemm_flops, bytes / bandwidth);
+    return roofline(f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
+  };
 
   const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;
   const double p = par_.degree;
@@ -81,26 +94,26 @@ StepCost CostModel::step(const StepShape& s) const {
 
   if (s.tokens > 0) {
     const double qkv_w = H * (qh + 2 * kvh) * d;  // weight elements, [hidden, (qh + 2 kvh) d]
-    at(Op::qkv) = L * roofline(2 * T * qkv_w, b * (qkv_w + T * H + T * (qh + 2 * kvh) * d));
+    at(Op::qkv) = L * gemm(T, qkv_w, b * (T * H + T * (qh + 2 * kvh) * d));
     if (s.prefill_seqs > 0) {
       // QK^T and PV: 2 d FLOPs each per (query, key) pair and head; reads Q, writes O, reads K/V.
       at(Op::attention_prefill) =
-          L * roofline(4 * qh * d * s.prefill_pairs,
+          L * attention(prefill_attention_flops, 4 * qh * d * s.prefill_pairs,
                        b * (2.0 * double(s.prefill_tokens) * qh * d + double(s.prefill_context) * 2 * kvh * d));
       kernels += L;
     }
     if (s.decode_seqs > 0) {
       at(Op::attention_decode) =
-          L * roofline(4 * qh * d * double(s.decode_context),
+          L * attention(decode_attention_flops, 4 * qh * d * double(s.decode_context),
                        b * (double(s.decode_context) * 2 * kvh * d + 2.0 * s.decode_seqs * qh * d));
       kernels += L;
     }
     const double out_w = qh * d * H;
-    at(Op::attention_out) = L * roofline(2 * T * out_w, b * (out_w + T * qh * d + T * H));
+    at(Op::attention_out) = L * gemm(T, out_w, b * (T * qh * d + T * H));
     const double up_cols = (model_.ffn_matrices() - 1) * F;  // gate + up, or up
     const double up_w = H * up_cols, down_w = F * H;
-    at(Op::ffn_up) = L * roofline(2 * T * up_w, b * (up_w + T * H + T * up_cols));
-    at(Op::ffn_down) = L * roofline(2 * T * down_w, b * (down_w + T * F + T * H));
+    at(Op::ffn_up) = L * gemm(T, up_w, b * (T * H + T * up_cols));
+    at(Op::ffn_down) = L * gemm(T, down_w, b * (T * F + T * H));
     // Per token and layer, elements read + written: each norm 2H; residual adds 4H (one add of
     // three tensors, parallel attention) or 2 x 3H; the activation 2F (gelu) or 3F (silu x up).
     const double norms = model_.norms_per_layer * 2 * H;
@@ -120,7 +133,7 @@ StepCost CostModel::step(const StepShape& s) const {
     if (s.logit_rows > 0) {
       const double rows = s.logit_rows, V = rank_.vocab_rows;
       const double w = V * H;
-      at(Op::lm_head) = roofline(2 * rows * w, b * (w + rows * H) + 4 * rows * V);  // fp32 logits
+      at(Op::lm_head) = gemm(rows, w, b * rows * H + 4 * rows * V);  // fp32 logits
       kernels += 2;  // GEMM, sampling
       if (tp) {
         // All-gather of the fp32 logits rows so that rank 0 samples from the whole vocabulary.
@@ -140,6 +153,7 @@ StepCost CostModel::step(const StepShape& s) const {
     kernels += (s.swapped_blocks > 0) + (s.copied_blocks > 0);
   }
   at(Op::launch) = kernels * hw_.kernel_launch;
+  at(Op::host) = hw_.step_overhead;
   for (double t : c.by_op) c.seconds += t;
   return c;
 }

@@ -3,6 +3,8 @@
 //   time(op) = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency)),
 // plus a launch overhead per kernel, plus the GPU-to-GPU traffic of the parallelism (ring
 // all-reduce for tensor parallelism, point-to-point activation copies for a layer split).
+// Hardware's optional terms refine it for kernels the roofline misses (few-row GEMM kernels,
+// a dequantizing pass before large GEMMs, attention's own FLOP rate, a fixed cost per step).
 // Pure functions of the step's shape; plain C++, no CAF.
 
 #include "sim/model/catalogue.hpp"
@@ -46,6 +48,7 @@ enum class Op : std::uint8_t {
   transfer,           // layer split: activations copied to the next GPU
   kv_moves,           // swapped (host link) and copied (device) KV blocks
   launch,             // kernel launch overhead
+  host,               // the host's fixed cost per step (Hardware::step_overhead)
   count
 };
 constexpr std::size_t op_count = static_cast<std::size_t>(Op::count);

@@ -54,7 +54,7 @@ GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const Mem
   // LM head: its own matrix, or the tied embedding, which must also be where the head runs.
   if (last && (!m.tied_embeddings || !first)) elems += double(r.vocab_rows) * m.hidden;
   if (last) elems += double(m.norm_params());  // final norm
-  out.weights = elems * fp16_bytes;
+  out.weights = elems * m.weight_bytes;
   const double tokens = o.max_num_batched_tokens;
   out.activations = out.layers > 0 ? tokens * activation_elems_per_token(m, r) * fp16_bytes : 0;
   if (last) out.activations += std::min<double>(o.max_num_seqs, tokens) * m.vocab * logit_bytes;

@@ -13,7 +13,7 @@
 
 namespace actorlm::sim {
 
-constexpr double fp16_bytes = 2;  // bytes per weight and per KV element
+constexpr double fp16_bytes = 2;  // bytes per KV and activation element (weights: ModelPreset)
 
 enum class ParallelKind {
   tensor,  // Megatron-style: every GPU holds 1/p of every layer; all work on every step

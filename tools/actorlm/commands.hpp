@@ -19,6 +19,7 @@ void add_generate_command(CLI::App& app, int& exit_code);  // generate
 void add_serve_command(CLI::App& app, int& exit_code);     // serve
 void add_simulate_command(CLI::App& app, int& exit_code);  // simulate (sim backend, virtual time)
 void add_plan_command(CLI::App& app, int& exit_code);      // plan (capacity search)
+void add_calibrate_command(CLI::App& app, int& exit_code); // calibrate (cpu step times -> sim hardware)
 void add_bench_sim_command(CLI::App& bench, int& exit_code);  // bench sim (under `bench`)
 void add_bench_serve_command(CLI::App& bench, int& exit_code);  // bench serve, load-client (under `bench`)
 void add_bench_soak_command(CLI::App& bench, int& exit_code);   // bench soak (under `bench`)

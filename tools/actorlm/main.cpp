@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   actorlm::tools::add_serve_command(app, exit_code);
   actorlm::tools::add_simulate_command(app, exit_code);
   actorlm::tools::add_plan_command(app, exit_code);
+  actorlm::tools::add_calibrate_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -99,7 +99,7 @@ std::int32_t configure_cpu_threads(const config::Config& cfg) {
   return stored ? per_rank : 1;
 }
 
-CpuBackend load_cpu_backend(const config::Config& cfg) {
+CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_ptr<CpuShard>>& shards) {
   CpuBackend b;
   b.model_path = resolve_model_path(cfg);
   const auto t0 = std::chrono::steady_clock::now();
@@ -140,14 +140,14 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
   b.threads_per_rank = configure_cpu_threads(cfg);
 
   auto collectives = join_group(world);
-  auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
+  shards.clear();
   for (std::int32_t r = 0; r < world; ++r) {
     auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world, storage));
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
     if (auto c = collectives[static_cast<std::size_t>(r)])
       reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
-    shards->push_back(std::make_unique<CpuShard>(
+    shards.push_back(std::make_unique<CpuShard>(
         std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},
         std::move(reduce)));
   }
@@ -158,7 +158,12 @@ CpuBackend load_cpu_backend(const config::Config& cfg) {
                stored ? "as stored" : "dequantized to float", world, b.threads_per_rank,
                kernels::cpu::to_string(b.kv_dtype), b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
+  return b;
+}
 
+CpuBackend load_cpu_backend(const config::Config& cfg) {
+  auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
+  CpuBackend b = load_cpu_shards(cfg, *shards);
   b.factory = [shards](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
     if (rank >= shards->size() || !(*shards)[rank] || world_size != shards->size())
       throw std::logic_error("cpu backend: shard " + std::to_string(rank) + " of " +

@@ -12,10 +12,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace actorlm::model { class TensorSource; }
 
 namespace actorlm::shard {
+
+class CpuShard;
 
 struct CpuBackend {
   std::string model_path;
@@ -46,5 +49,8 @@ std::int32_t configure_cpu_threads(const config::Config& cfg);
 // Throws model::ModelFileError for a bad checkpoint and std::invalid_argument for a
 // configuration the model cannot be served with (tensor parallel degree, cache too small).
 CpuBackend load_cpu_backend(const config::Config& cfg);
+// The same without actors: the ranks' shards go to `shards` (one per rank, their all-reduce
+// group joined) and the factory is left empty. `actorlm calibrate` runs them directly.
+CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_ptr<CpuShard>>& shards);
 
 }  // namespace actorlm::shard

@@ -1,0 +1,493 @@
+#include "tools/bench/calibrate.hpp"
+
+#include "actors/shard/cpu/cpu_backend.hpp"
+#include "actors/shard/cpu/cpu_shard.hpp"
+#include "kernels/cpu/model/matmul.hpp"
+#include "model/arch/sharding.hpp"
+#include "sim/model/cost_model.hpp"
+#include "sim/model/memory_model.hpp"
+#include "tools/bench/cpu_bench.hpp"
+#include "tools/bench/timing.hpp"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <stdexcept>
+#include <thread>
+
+namespace actorlm::bench {
+
+namespace {
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+// The fitted parameters, in the order of the feature columns.
+enum Param : std::size_t { small_gemm, large_gemm, dequant, attention, prefill_attention, launch, link, param_count };
+constexpr const char* param_names[param_count] = {
+    "small_gemm_tflops", "fp16_tflops",      "gemm_dequant_gweights_per_s", "attention_tflops",
+    "prefill_attention_tflops", "kernel_launch_us", "link_bandwidth_gbps"};
+
+// Every rate free and every fixed cost zero: the cost model then charges nothing.
+sim::Hardware free_hardware(std::uint32_t small_rows) {
+  sim::Hardware h;
+  h.memory_bytes = 1e18;
+  h.bandwidth = h.flops = h.link_bandwidth = h.host_bandwidth = inf;
+  h.small_gemm_rows = small_rows;
+  h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = inf;
+  return h;
+}
+
+// The hardware whose cost model is theta . phi: rates are 1 / theta (free when theta is 0).
+sim::Hardware hardware_of(const std::array<double, param_count>& theta, std::uint32_t small_rows) {
+  sim::Hardware h = free_hardware(small_rows);
+  const auto rate = [](double t) { return t > 0 ? 1 / t : inf; };
+  h.small_gemm_flops = rate(theta[small_gemm]);
+  h.flops = rate(theta[large_gemm]);
+  h.gemm_weight_rate = theta[dequant] > 0 ? 1 / theta[dequant] : 0;
+  h.attention_flops = rate(theta[attention]);
+  h.prefill_attention_flops = rate(theta[prefill_attention]);
+  h.kernel_launch = theta[launch];
+  h.link_bandwidth = rate(theta[link]);
+  return h;
+}
+
+sim::StepShape step_shape(const CalibrationShape& s, std::uint32_t repeats) {
+  sim::StepShape out;
+  if (s.chunk > 0) out.add(s.chunk, s.offset + s.chunk, true);
+  // The median timed step of a decoding sequence computes position context + repeats / 2.
+  for (std::uint32_t i = 0; i < s.batch; ++i) out.add(1, s.context + repeats / 2 + 1, true);
+  return out;
+}
+
+// phi_k(shape): the cost model's seconds with parameter k at 1 (unit rate) and the rest free.
+std::array<double, param_count> features(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
+                                         std::uint32_t small_rows, const sim::StepShape& shape) {
+  std::array<double, param_count> phi{};
+  const sim::Parallelism par{sim::ParallelKind::tensor, tp};
+  for (std::size_t k = 0; k < param_count; ++k) {
+    std::array<double, param_count> theta{};
+    theta[k] = 1;
+    const sim::Hardware h = hardware_of(theta, small_rows);
+    phi[k] = sim::CostModel(m, h, par, block_size).step_seconds(shape);
+  }
+  return phi;
+}
+
+double machine_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  double kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib * 1024;
+  return 16.0 * (1ull << 30);
+}
+
+// Runs one step on every rank at once (ranks meet in their all-reduces); the step's time is the
+// slowest rank's. Returns rank 0's result.
+shard::StepResult run_step(std::vector<std::unique_ptr<shard::CpuShard>>& shards, const shard::Step& step,
+                           double& seconds) {
+  std::vector<double> took(shards.size());
+  std::vector<shard::StepResult> results(shards.size());
+  std::vector<std::exception_ptr> errors(shards.size());
+  auto one = [&](std::size_t r) {
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      results[r] = shards[r]->execute(step);
+      took[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    } catch (...) {
+      errors[r] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> others;
+  for (std::size_t r = 1; r < shards.size(); ++r) others.emplace_back(one, r);
+  one(0);
+  for (auto& t : others) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  seconds = *std::max_element(took.begin(), took.end());
+  return std::move(results[0]);
+}
+
+std::uint32_t blocks_for(std::uint32_t tokens, std::uint32_t block_size) {
+  return (tokens + block_size - 1) / block_size;
+}
+
+// Device blocks one shape needs: its decoding sequences' (with room for the repeats) and one
+// prefill sequence's, reused by every repeat.
+std::uint32_t blocks_needed(const CalibrationShape& s, std::uint32_t repeats, std::uint32_t block_size) {
+  return s.batch * blocks_for(s.context + repeats + 2, block_size) +
+         (s.chunk > 0 ? blocks_for(s.offset + s.chunk, block_size) : 0);
+}
+
+kv::TokenId token_at(std::uint64_t i) { return static_cast<kv::TokenId>(100 + (i * 7919 + 13) % 40000); }
+
+class ShapeRunner {
+ public:
+  ShapeRunner(std::vector<std::unique_ptr<shard::CpuShard>>& shards, std::uint32_t block_size)
+      : shards_(shards), block_size_(block_size) {}
+
+  // Writes every device block once (a copy of block 1 into all, then back into block 0).
+  void touch_cache(std::uint32_t blocks) {
+    shard::Step s = next();
+    for (std::uint32_t b = 0; b < blocks; ++b) s.copies.push_back({b == 1 ? 0u : 1u, b});
+    double unused = 0;
+    run_step(shards_, s, unused);
+  }
+
+  // The median of `repeats` timed steps of `shape`, and their spread.
+  std::pair<double, double> measure(const CalibrationShape& shape, std::uint32_t repeats) {
+    kv::BlockId next_block = 0;
+    const auto table = [&](std::uint32_t tokens) {
+      std::vector<kv::BlockId> t(blocks_for(tokens, block_size_));
+      for (auto& b : t) b = next_block++;
+      return t;
+    };
+    shard::SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    std::vector<kv::SeqId> decoding;
+    std::vector<kv::TokenId> last(shape.batch);
+    shard::Step first = next();
+    for (std::uint32_t i = 0; i < shape.batch; ++i) {
+      const kv::SeqId id = ++seq_;
+      decoding.push_back(id);
+      first.added.push_back(new_seq(id, shape.context, greedy));
+      first.seqs.push_back(work(id, shape.context - 1, shape.context, table(shape.context + repeats + 2)));
+    }
+    const std::vector<kv::BlockId> prefill_table = shape.chunk > 0 ? table(shape.offset + shape.chunk) : std::vector<kv::BlockId>{};
+    kv::SeqId prefill_seq = 0;
+    std::vector<double> times;
+    double seconds = 0;
+    if (!first.seqs.empty()) sample(run_step(shards_, first, seconds), decoding, last);
+    for (std::uint32_t r = 0; r < repeats + (shape.batch == 0 ? 1 : 0); ++r) {
+      shard::Step s = next();
+      if (prefill_seq != 0) s.dropped.push_back(prefill_seq);
+      if (shape.chunk > 0) {
+        prefill_seq = ++seq_;
+        s.added.push_back(new_seq(prefill_seq, shape.offset + shape.chunk, greedy));
+        s.seqs.push_back(work(prefill_seq, shape.offset, shape.offset + shape.chunk, prefill_table));
+      }
+      for (std::uint32_t i = 0; i < shape.batch; ++i) {
+        const std::uint32_t at = shape.context + r;
+        shard::SeqWork w = work(decoding[i], at, at + 1, {});
+        w.appended = last[i];
+        w.table_first = blocks_for(shape.context + repeats + 2, block_size_);  // unchanged
+        s.seqs.push_back(std::move(w));
+      }
+      const shard::StepResult res = run_step(shards_, s, seconds);
+      sample(res, decoding, last);
+      // A prefill-only shape's first step warms up like a decode shape's untimed one.
+      if (!(shape.batch == 0 && r == 0)) times.push_back(seconds);
+    }
+    shard::Step done = next();
+    done.dropped = decoding;
+    if (prefill_seq != 0) done.dropped.push_back(prefill_seq);
+    run_step(shards_, done, seconds);
+    const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
+    const double med = median(times);
+    return {med, med > 0 ? (*hi - *lo) / med : 0};
+  }
+
+ private:
+  shard::Step next() {
+    shard::Step s;
+    s.id = ++step_;
+    s.block_size = block_size_;
+    return s;
+  }
+  static shard::NewSeq new_seq(kv::SeqId id, std::uint32_t tokens, const shard::SamplingParams& sampling) {
+    shard::NewSeq n;
+    n.seq = id;
+    n.request = id;
+    n.prompt_len = tokens;
+    n.sampling = sampling;
+    for (std::uint32_t p = 0; p < tokens; ++p) n.tokens.push_back(token_at(id * 131 + p));
+    return n;
+  }
+  // Computes [begin, end) and samples one token; `table`: the whole block table (a new sequence).
+  static shard::SeqWork work(kv::SeqId id, std::uint32_t begin, std::uint32_t end, std::vector<kv::BlockId> table) {
+    shard::SeqWork w;
+    w.seq = id;
+    w.begin = begin;
+    w.end = end;
+    w.table_first = 0;
+    w.table_blocks = std::move(table);
+    w.num_samples = 1;
+    return w;
+  }
+  static void sample(const shard::StepResult& res, const std::vector<kv::SeqId>& decoding,
+                     std::vector<kv::TokenId>& last) {
+    for (const auto& t : res.tokens)
+      for (std::size_t i = 0; i < decoding.size(); ++i)
+        if (decoding[i] == t.seq) last[i] = t.token;
+  }
+
+  std::vector<std::unique_ptr<shard::CpuShard>>& shards_;
+  std::uint32_t block_size_;
+  std::uint64_t step_ = 0;
+  kv::SeqId seq_ = 0;
+};
+
+// The weights' bytes per element as the backend holds them (rank 0 of TP 1 counts them all).
+double bytes_per_weight(const sim::ModelPreset& m, std::size_t weight_bytes) {
+  const model::RankShard r = sim::rank_shard(m, 1);
+  double elems = double(m.layers) * double(model::layer_weight_elements(m, r)) + double(m.vocab) * m.hidden +
+                 double(m.norm_params());
+  if (!m.tied_embeddings) elems += double(m.vocab) * m.hidden;
+  return double(weight_bytes) / elems;
+}
+
+CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
+                   std::vector<CalibrationPoint> points, double read_bytes_per_s) {
+  const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
+  const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
+  std::vector<std::vector<double>> a;
+  std::vector<double> b;
+  for (const auto& p : points) {
+    const auto phi = features(m, tp, block_size, small_rows, step_shape(p.shape, repeats));
+    std::vector<double> row(used);
+    for (std::size_t k = 0; k < used; ++k) row[k] = phi[k] / p.measured_s;  // relative error
+    a.push_back(std::move(row));
+    b.push_back(1.0);
+  }
+  // Columns scaled to unit maximum for the solver's tolerances, unscaled after.
+  std::vector<double> scale(used, 0);
+  for (const auto& row : a)
+    for (std::size_t k = 0; k < used; ++k) scale[k] = std::max(scale[k], row[k]);
+  for (auto& row : a)
+    for (std::size_t k = 0; k < used; ++k) row[k] = scale[k] > 0 ? row[k] / scale[k] : 0;
+  const std::vector<double> x = non_negative_least_squares(a, b);
+  std::array<double, param_count> theta{};
+  for (std::size_t k = 0; k < used; ++k) theta[k] = scale[k] > 0 ? x[k] / scale[k] : 0;
+  for (std::size_t k : {small_gemm, large_gemm, attention, prefill_attention})
+    if (theta[k] <= 0)
+      throw std::runtime_error(std::string("calibrate: the fit left ") + param_names[k] +
+                               " undetermined (no shape of the grid costs anything there): widen the grid");
+
+  CalibrationFit f;
+  f.tp = tp;
+  f.hardware = hardware_of(theta, small_rows);
+  sim::Hardware& h = f.hardware;
+  h.bandwidth = read_bytes_per_s / tp;  // the ranks share the machine's memory bandwidth
+  h.host_bandwidth = h.bandwidth;
+  if (tp == 1) h.link_bandwidth = h.bandwidth;  // unused
+  h.link_latency = 0;
+  h.step_overhead = 0;
+  const sim::CostModel model(m, h, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
+  double sq = 0;
+  for (auto& p : points) {
+    const sim::StepCost c = model.step(step_shape(p.shape, repeats));
+    p.predicted_s = c.seconds;
+    const auto worst = std::max_element(c.by_op.begin(), c.by_op.end()) - c.by_op.begin();
+    p.bound = std::string(sim::to_string(static_cast<sim::Op>(worst)));
+    const double rel = p.predicted_s / p.measured_s - 1;
+    sq += rel * rel;
+    f.max_relative_error = std::max(f.max_relative_error, std::abs(rel));
+  }
+  f.rms_relative_error = points.empty() ? 0 : std::sqrt(sq / double(points.size()));
+  f.points = std::move(points);
+  return f;
+}
+
+std::string fixed_g(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+std::string CalibrationShape::describe() const {
+  std::string s;
+  if (chunk > 0) s = fmt::format("prefill {} @ {}", chunk, offset);
+  if (batch > 0) s += fmt::format("{}decode {} x {}", s.empty() ? "" : " + ", batch, context);
+  return s;
+}
+
+std::vector<CalibrationShape> default_calibration_grid() {
+  std::vector<CalibrationShape> g;
+  for (std::uint32_t c : {8u, 16u, 31u, 32u, 64u, 128u, 256u, 512u}) g.push_back({.chunk = c});
+  for (std::uint32_t o : {1024u, 2048u})
+    for (std::uint32_t c : {16u, 128u, 512u}) g.push_back({.chunk = c, .offset = o});
+  for (std::uint32_t ctx : {64u, 512u, 2048u})
+    for (std::uint32_t b : {1u, 2u, 4u, 8u, 16u, 24u, 31u, 32u, 48u, 64u, 96u, 128u})
+      if (std::uint64_t{b} * ctx <= 65536) g.push_back({.batch = b, .context = ctx});
+  for (std::uint32_t b : {4u, 16u, 48u}) g.push_back({.chunk = 128, .batch = b, .context = 256});
+  g.push_back({.chunk = 512, .batch = 8, .context = 512});
+  return g;
+}
+
+std::vector<CalibrationShape> quick_calibration_grid() {
+  return {{.chunk = 16}, {.chunk = 128}, {.chunk = 64, .offset = 512}, {.batch = 1, .context = 32},
+          {.batch = 8, .context = 32}, {.batch = 8, .context = 512}, {.batch = 40, .context = 64},
+          {.batch = 2, .context = 1024}, {.chunk = 48, .batch = 4, .context = 128}};
+}
+
+std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& a, const std::vector<double>& b) {
+  const std::size_t m = a.size(), n = m > 0 ? a[0].size() : 0;
+  std::vector<double> x(n, 0);
+  std::vector<bool> passive(n, false);
+  const auto gradient = [&] {  // A^T (b - A x)
+    std::vector<double> w(n, 0);
+    for (std::size_t i = 0; i < m; ++i) {
+      double r = b[i];
+      for (std::size_t j = 0; j < n; ++j) r -= a[i][j] * x[j];
+      for (std::size_t j = 0; j < n; ++j) w[j] += a[i][j] * r;
+    }
+    return w;
+  };
+  // Least squares on the passive columns (normal equations, Gaussian elimination).
+  const auto solve_passive = [&] {
+    std::vector<std::size_t> cols;
+    for (std::size_t j = 0; j < n; ++j)
+      if (passive[j]) cols.push_back(j);
+    const std::size_t k = cols.size();
+    std::vector<std::vector<double>> g(k, std::vector<double>(k + 1, 0));
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t p = 0; p < k; ++p) {
+        for (std::size_t q = 0; q < k; ++q) g[p][q] += a[i][cols[p]] * a[i][cols[q]];
+        g[p][k] += a[i][cols[p]] * b[i];
+      }
+    for (std::size_t c = 0; c < k; ++c) {
+      std::size_t piv = c;
+      for (std::size_t r = c + 1; r < k; ++r)
+        if (std::abs(g[r][c]) > std::abs(g[piv][c])) piv = r;
+      std::swap(g[c], g[piv]);
+      if (std::abs(g[c][c]) < 1e-300) continue;
+      for (std::size_t r = 0; r < k; ++r) {
+        if (r == c) continue;
+        const double f = g[r][c] / g[c][c];
+        for (std::size_t q = c; q <= k; ++q) g[r][q] -= f * g[c][q];
+      }
+    }
+    std::vector<double> z(n, 0);
+    for (std::size_t c = 0; c < k; ++c) z[cols[c]] = std::abs(g[c][c]) < 1e-300 ? 0 : g[c][k] / g[c][c];
+    return z;
+  };
+  constexpr double tol = 1e-12;
+  for (std::size_t outer = 0; outer < 3 * n + 3; ++outer) {
+    const std::vector<double> w = gradient();
+    std::size_t best = n;
+    for (std::size_t j = 0; j < n; ++j)
+      if (!passive[j] && w[j] > tol && (best == n || w[j] > w[best])) best = j;
+    if (best == n) break;
+    passive[best] = true;
+    for (std::size_t inner = 0; inner < 3 * n + 3; ++inner) {
+      const std::vector<double> z = solve_passive();
+      bool feasible = true;
+      for (std::size_t j = 0; j < n; ++j) feasible = feasible && (!passive[j] || z[j] > tol);
+      if (feasible) {
+        x = z;
+        break;
+      }
+      double alpha = 1;
+      for (std::size_t j = 0; j < n; ++j)
+        if (passive[j] && z[j] <= tol) alpha = std::min(alpha, x[j] / (x[j] - z[j]));
+      for (std::size_t j = 0; j < n; ++j) {
+        x[j] += alpha * (z[j] - x[j]);
+        if (passive[j] && x[j] <= tol) {
+          passive[j] = false;
+          x[j] = 0;
+        }
+      }
+    }
+  }
+  return x;
+}
+
+Calibration run_calibration(const CalibrateOptions& o) {
+  const std::vector<CalibrationShape> grid = o.grid.empty() ? default_calibration_grid() : o.grid;
+  const auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  Calibration out;
+  out.memory_bytes = machine_memory_bytes();
+  const auto cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  say(fmt::format("read bandwidth: {} thread(s) over 1 GiB", cores));
+  out.read_bytes_per_s = measure_read_bandwidth(cores, std::size_t{1} << 30, 3);
+  say(fmt::format("  {:.1f} GB/s", out.read_bytes_per_s / 1e9));
+
+  for (std::uint32_t tp : o.tp) {
+    config::Config cfg = o.config;
+    cfg.engine.backend = config::Backend::cpu;
+    cfg.engine.tensor_parallel_degree = tp;
+    const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
+    std::uint32_t blocks = 2;
+    for (const auto& s : grid) blocks = std::max(blocks, blocks_needed(s, o.repeats, block_size));
+    cfg.cache.num_gpu_blocks_override = blocks;
+    cfg.cache.swap_space = 1.0 / 1024;
+    cfg.model.max_model_len = std::min<std::int64_t>(cfg.model.max_model_len, std::int64_t{blocks} * block_size);
+    std::vector<std::unique_ptr<shard::CpuShard>> shards;
+    const shard::CpuBackend backend = shard::load_cpu_shards(cfg, shards);
+    if (out.model_path.empty()) {  // the first degree measured
+      out.model_path = backend.model_path;
+      static_cast<model::Architecture&>(out.model) = backend.arch;
+      out.model.key = "calibrated";
+      out.model.name = backend.arch.describe();
+      out.model.weight_bytes = bytes_per_weight(out.model, backend.weight_bytes);  // ranks' copies of norms aside
+    }
+
+    ShapeRunner runner(shards, block_size);
+    say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks", tp, tp, backend.threads_per_rank, blocks));
+    runner.touch_cache(blocks);
+    std::vector<CalibrationPoint> points;
+    for (const auto& shape : grid) {
+      CalibrationPoint p;
+      p.shape = shape;
+      std::tie(p.measured_s, p.spread) = runner.measure(shape, o.repeats);
+      say(fmt::format("tp {}: {:<32} {:9.2f} ms", tp, shape.describe(), p.measured_s * 1e3));
+      points.push_back(std::move(p));
+    }
+    CalibrationFit f = fit(out.model, tp, block_size, o.repeats, std::move(points), out.read_bytes_per_s);
+    f.threads_per_rank = backend.threads_per_rank;
+    f.hardware.key = fmt::format("{}-tp{}", o.name, tp);
+    f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
+                                  backend.threads_per_rank, tp);
+    f.hardware.link = tp > 1 ? "shared memory (ranks in one process, Gloo)" : "none (one rank)";
+    f.hardware.memory_bytes = out.memory_bytes / tp;
+    out.fits.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string hardware_catalogue_toml(const Calibration& c) {
+  std::string t;
+  t += "# Written by `actorlm calibrate`: the simulator's cost model fitted to the cpu backend's measured\n";
+  t += "# step times on this machine. Use it with [sim] hardware_catalogue = \"THIS FILE\" and\n";
+  t += "# sim.hardware = one of the keys below (the entry for the tensor-parallel degree simulated).\n";
+  t += fmt::format("# Model: {} ({}), {:.4g} bytes per weight as held.\n", c.model_path, c.model.name,
+                   c.model.weight_bytes);
+  t += fmt::format("# Memory read bandwidth measured: {:.2f} GB/s (all threads).\n\n", c.read_bytes_per_s / 1e9);
+  t += "[runtime]\nframework_overhead_mib = 0\ncomm_buffer_mib = 0\n";
+  for (const auto& f : c.fits) {
+    const sim::Hardware& h = f.hardware;
+    t += fmt::format("\n[gpu.{}]\n", h.key);
+    t += fmt::format("name = \"{}\"\n", h.name);
+    t += fmt::format("memory_mib = {:.0f}\n", h.memory_bytes / (1024.0 * 1024.0));
+    t += fmt::format("bandwidth_gbps = {}         # measured read bandwidth / ranks\n", fixed_g(h.bandwidth / 1e9));
+    t += fmt::format("fp16_tflops = {}             # fitted: GEMMs of {} rows or more\n", fixed_g(h.flops / 1e12),
+                     h.small_gemm_rows);
+    t += fmt::format("link = \"{}\"\n", h.link);
+    t += fmt::format("link_bandwidth_gbps = {}{}\n", fixed_g(h.link_bandwidth / 1e9), f.tp > 1 ? "    # fitted: all-reduce bytes" : "");
+    t += "link_latency_us = 0             # not separable from kernel_launch_us on this grid\n";
+    t += fmt::format("host_bandwidth_gbps = {}\n", fixed_g(h.host_bandwidth / 1e9));
+    t += "compute_efficiency = 1\nmemory_efficiency = 1\nlink_efficiency = 1\n";
+    t += fmt::format("kernel_launch_us = {}        # fitted: per operator\n", fixed_g(h.kernel_launch * 1e6));
+    t += "cuda_context_mib = 0\n";
+    t += fmt::format("small_gemm_rows = {}\n", h.small_gemm_rows);
+    t += fmt::format("small_gemm_tflops = {}       # fitted\n", fixed_g(h.small_gemm_flops / 1e12));
+    if (h.gemm_weight_rate > 0)
+      t += fmt::format("gemm_dequant_gweights_per_s = {}  # fitted\n", fixed_g(h.gemm_weight_rate / 1e9));
+    t += fmt::format("attention_tflops = {}        # fitted: decode attention\n", fixed_g(h.attention_flops / 1e12));
+    t += fmt::format("prefill_attention_tflops = {}  # fitted\n", fixed_g(h.prefill_attention_flops / 1e12));
+    t += fmt::format("# Fit over {} shapes, {} thread(s) per rank: rms relative error {:.1f} %, max {:.1f} %.\n",
+                     f.points.size(), f.threads_per_rank, 100 * f.rms_relative_error, 100 * f.max_relative_error);
+    t += "#   shape                              measured ms  predicted ms   error  spread  costliest op\n";
+    for (const auto& p : f.points)
+      t += fmt::format("#   {:<34} {:11.3f} {:13.3f} {:+6.1f} % {:5.1f} %  {}\n", p.shape.describe(), p.measured_s * 1e3,
+                       p.predicted_s * 1e3, 100 * (p.predicted_s / p.measured_s - 1), 100 * p.spread, p.bound);
+  }
+  return t;
+}
+
+}  // namespace actorlm::bench

@@ -1,0 +1,103 @@
+#pragma once
+// `actorlm calibrate`: the real cpu backend's step times on this machine over a grid of step
+// shapes, and the simulator's cost model (sim/model/cost_model.hpp) fitted to them, as one
+// hardware catalogue entry per tensor-parallel degree ("a GPU" = one rank's cores).
+//
+// Measuring: the backend's shards run steps directly (no actors, no scheduler), built as the
+// scheduler builds them: a prefill chunk of `chunk` tokens after `offset` cached positions, and/or
+// `batch` decoding sequences at `context` positions, greedy sampling. The KV blocks are written
+// before any step reads them (untouched pages would read as the kernel's zero page, for free);
+// their contents do not change the time. Each shape: one untimed step, then the median of
+// `repeats` steps (a decode sequence's context grows by one per step).
+//
+// Fitting: with the memory roofline set aside, the cost model's step time is linear in the
+// inverses of its compute rates and in its per-kernel cost: t = sum_k theta_k phi_k(shape), each
+// phi_k read off the cost model itself (every parameter but one set to a free value), so the fit
+// cannot drift from what the simulator computes. Non-negative least squares on relative errors
+// gives the thetas:
+//   small_gemm_tflops   GEMMs below small_gemm_rows rows (the cpu backend's few-row kernels,
+//                       kernels/cpu/model/matmul.hpp: default_panel_min_rows)
+//   fp16_tflops         larger GEMMs (OpenBLAS sgemm on dequantized weights)
+//   gemm_dequant_gweights_per_s  the dequantizing pass before those
+//   attention_tflops    decode attention (one query per sequence, over its paged KV)
+//   prefill_attention_tflops  prefill attention (a chunk's queries over the chunk and the cache)
+//   kernel_launch_us    per operator: the thread pool's dispatch and the operators' fixed costs
+//   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
+// Not fitted, and why: bandwidth is measured (a read benchmark on the same threads) and
+// memory_efficiency is 1: at the fitted rates the cpu backend's steps are compute-bound (the
+// report names each shape's costliest operator, and the roofline still applies); a per-step host cost and a per-all-reduce latency are constant
+// per step as the per-kernel count nearly is, so the grid cannot tell them apart from
+// kernel_launch, which carries them (step_overhead_us and link_latency_us are written as 0).
+
+#include "actors/config/config.hpp"
+#include "sim/model/catalogue.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace actorlm::bench {
+
+struct CalibrationShape {
+  std::uint32_t chunk = 0;    // prefill tokens of one sequence (0: none)
+  std::uint32_t offset = 0;   // positions of that sequence already cached
+  std::uint32_t batch = 0;    // decoding sequences (0: none)
+  std::uint32_t context = 0;  // positions each decoding sequence attends to
+  std::string describe() const;  // "prefill 256 @ 1024 + decode 8 x 512"
+};
+
+struct CalibrationPoint {
+  CalibrationShape shape;
+  double measured_s = 0;   // median step time
+  double spread = 0;       // (max - min) / median of the repeats
+  double predicted_s = 0;  // the fitted cost model
+  std::string bound;       // the operator that costs most in the prediction
+};
+
+struct CalibrationFit {
+  std::uint32_t tp = 1;
+  std::int32_t threads_per_rank = 1;
+  sim::Hardware hardware;  // key: NAME-tpN
+  std::vector<CalibrationPoint> points;
+  double rms_relative_error = 0;
+  double max_relative_error = 0;
+};
+
+struct Calibration {
+  std::string model_path;
+  sim::ModelPreset model;       // the architecture the loader read; weight_bytes as held
+  double read_bytes_per_s = 0;  // measured, all threads
+  double memory_bytes = 0;      // the machine's RAM (each entry's memory_mib: this / tp)
+  std::vector<CalibrationFit> fits;
+};
+
+struct CalibrateOptions {
+  config::Config config;  // backend cpu; model.path empty: the default model
+  std::vector<std::uint32_t> tp = {1, 2};
+  std::vector<CalibrationShape> grid;  // empty: default_calibration_grid()
+  std::uint32_t repeats = 5;
+  std::string name = "cpu-local";
+  std::function<void(const std::string&)> progress;
+};
+
+// Prefill chunks 8..512 at offsets 0, 1024 and 2048; decode batches 1..128 at contexts 64, 512
+// and 2048 (up to 64Ki cached tokens); a few mixed steps.
+std::vector<CalibrationShape> default_calibration_grid();
+// Nine shapes, enough to fit every parameter: for tests and --quick.
+std::vector<CalibrationShape> quick_calibration_grid();
+
+// Throws std::invalid_argument for a configuration the cpu backend refuses and
+// std::runtime_error when the grid leaves a parameter undetermined.
+Calibration run_calibration(const CalibrateOptions&);
+
+// A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,
+// with the measurements and residuals as comments.
+std::string hardware_catalogue_toml(const Calibration&);
+
+// Non-negative least squares: x >= 0 minimising |A x - b|^2 (Lawson and Hanson's active set),
+// A given by rows. Columns that are all zero get 0.
+std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& a,
+                                               const std::vector<double>& b);
+
+}  // namespace actorlm::bench
