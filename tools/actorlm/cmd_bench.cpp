@@ -117,6 +117,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   add_bench_serve_command(*bench, exit_code);
   add_bench_soak_command(*bench, exit_code);
   add_bench_client_command(*bench, exit_code);
+  add_bench_fidelity_command(*bench, exit_code);
   add_bench_sim_command(*bench, exit_code);
   auto opt = std::make_shared<bench::KvBenchOptions>();
   auto* kv = bench->add_subcommand(

@@ -1,0 +1,108 @@
+// `actorlm bench fidelity`: the simulator against the real cpu engine on this machine
+// (tools/bench/fidelity.hpp). Progress on stderr; the table on stdout, then one JSON line with
+// the figures (mean and max |relative error| of throughput and p90 E2E, as fractions).
+#include "tools/actorlm/commands.hpp"
+#include "tools/bench/fidelity.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace actorlm::tools {
+
+namespace {
+
+nlohmann::json metrics_json(const bench::FidelityMetrics& m) {
+  return {{"throughput", m.throughput}, {"ttft_p50", m.ttft_p50}, {"ttft_p90", m.ttft_p90},
+          {"e2e_p50", m.e2e_p50},       {"e2e_p90", m.e2e_p90},   {"completed", m.completed}};
+}
+
+std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
+
+int run(bench::FidelityOptions o, const std::string& out_dir) {
+  o.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
+  if (!out_dir.empty()) o.work_dir = out_dir;
+  const bench::FidelityReport r = bench::run_fidelity(o);
+  using M = bench::FidelityMetrics;
+  std::string table = fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", "workload",
+                                  "regime", "clients", "tok/s meas/sim err", "TTFT p50 s", "TTFT p90 s", "E2E p50 s",
+                                  "E2E p90 s");
+  nlohmann::json cases = nlohmann::json::array();
+  for (const auto& c : r.cases) {
+    const auto cell = [&](double M::*m, int digits) {
+      return fmt::format("{:.{}f} {:.{}f} {:>7}", c.measured.*m, digits, c.simulated.*m, digits, percent(c.error(m)));
+    };
+    table += fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", c.c.workload,
+                         config::to_string(c.c.regime), c.c.clients, cell(&M::throughput, 1), cell(&M::ttft_p50, 3),
+                         cell(&M::ttft_p90, 3), cell(&M::e2e_p50, 3), cell(&M::e2e_p90, 3));
+    cases.push_back({{"workload", c.c.workload},
+                     {"regime", config::to_string(c.c.regime)},
+                     {"clients", c.c.clients},
+                     {"requests", c.c.spec.requests},
+                     {"measured", metrics_json(c.measured)},
+                     {"simulated", metrics_json(c.simulated)},
+                     {"error_throughput", c.error(&M::throughput)},
+                     {"error_p90_ttft", c.error(&M::ttft_p90)},
+                     {"error_p90_e2e", c.error(&M::e2e_p90)}});
+  }
+  std::cout << "simulated on " << r.hardware_key << " (calibrated on this machine), measured through actorlm serve\n"
+            << table
+            << fmt::format("mean |error|: throughput {:.1f} %, p90 E2E {:.1f} %, p90 TTFT {:.1f} %; max: {:.1f} %, "
+                           "{:.1f} %, {:.1f} %\n",
+                           100 * r.mean_abs_error_throughput, 100 * r.mean_abs_error_p90_e2e,
+                           100 * r.mean_abs_error_p90_ttft, 100 * r.max_abs_error_throughput,
+                           100 * r.max_abs_error_p90_e2e, 100 * r.max_abs_error_p90_ttft);
+  const nlohmann::json j = {{"bench", "fidelity"},
+                            {"hardware", r.hardware_key},
+                            {"cases", r.cases.size()},
+                            {"mean_abs_error_throughput", r.mean_abs_error_throughput},
+                            {"mean_abs_error_p90_e2e", r.mean_abs_error_p90_e2e},
+                            {"max_abs_error_throughput", r.max_abs_error_throughput},
+                            {"max_abs_error_p90_e2e", r.max_abs_error_p90_e2e},
+                            {"mean_abs_error_p90_ttft", r.mean_abs_error_p90_ttft},
+                            {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft}};
+  if (!out_dir.empty()) {
+    std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
+    std::ofstream(out_dir + "/fidelity.txt") << table;
+  }
+  std::cout << j.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
+  auto o = std::make_shared<bench::FidelityOptions>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = bench.add_subcommand(
+      "fidelity",
+      "The simulator against the real engine on this machine: calibrate the cost model (cpu backend, TP 1), then "
+      "for 3 workloads x the continuous and paged regimes x 2 closed-loop loads run `actorlm serve` (cpu, default "
+      "model) driven by bench client's load generator, simulate the same config and workload on the calibrated "
+      "hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their relative errors");
+  cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
+  cmd->add_option("--hardware", o->hardware_catalogue, "A catalogue written by `actorlm calibrate` (skips calibrating)");
+  cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");
+  cmd->add_option("--max-num-seqs", o->max_num_seqs, "The full batch; the low load is a quarter of it")
+      ->capture_default_str()->check(CLI::Range(4u, 256u));
+  cmd->add_option("--kv-blocks", o->kv_blocks, "KV blocks of both runs (cache.num_gpu_blocks_override)")
+      ->capture_default_str()->check(CLI::Range(64u, 1u << 20));
+  cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
+  cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
+  cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
+  cmd->callback([o, out, &exit_code] {
+    try {
+      exit_code = run(*o, *out);
+    } catch (const std::exception& e) {
+      spdlog::error("bench fidelity: {}", e.what());
+      exit_code = 1;
+    }
+  });
+}
+
+}  // namespace actorlm::tools

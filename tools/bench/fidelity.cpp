@@ -1,0 +1,296 @@
+#include "tools/bench/fidelity.hpp"
+
+#include "actors/shard/cpu/cpu_backend.hpp"
+#include "sim/model/catalogue.hpp"
+#include "sim/simulation.hpp"
+#include "tools/bench/client_bench.hpp"
+#include "tools/bench/client_process.hpp"
+#include "tools/bench/prompt_builder.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <spdlog/fmt/fmt.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace actorlm::bench {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* sim_model_preset = "smollm2-135m-instruct-q4_1";
+
+// A loopback port that was free a moment ago (the server binds it right after).
+std::uint16_t free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) throw std::runtime_error("fidelity: socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(s);
+    throw std::runtime_error("fidelity: no free loopback port");
+  }
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// `actorlm serve --config FILE` in a child process, its output in a log file; stopped with
+// SIGTERM (the daemon drains), then SIGKILL after 10 s.
+class ServerProcess {
+ public:
+  ServerProcess(const std::string& binary, const std::string& config, const std::string& log) : log_(log) {
+    std::vector<std::string> argv = {binary, "serve", "--config", config};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+    const int rc = ::posix_spawn(&pid_, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("fidelity: cannot start " + binary + ": " + std::strerror(rc));
+  }
+  ~ServerProcess() { stop(); }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  bool running() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) pid_ = -1;
+    return pid_ > 0;
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  // The log's last lines, for an error message.
+  std::string tail() const {
+    std::ifstream in(log_);
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    std::string out;
+    for (std::size_t i = lines.size() > 15 ? lines.size() - 15 : 0; i < lines.size(); ++i) out += "\n  " + lines[i];
+    return out;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+};
+
+config::Config case_config(const FidelityOptions& o, const FidelityCase& c) {
+  config::Config cfg;
+  cfg.engine.backend = config::Backend::cpu;
+  cfg.engine.batching = c.regime;
+  cfg.model.path = o.model_path;
+  cfg.scheduler.max_num_seqs = o.max_num_seqs;
+  cfg.cache.num_gpu_blocks_override = o.kv_blocks;
+  cfg.model.max_model_len = std::min<std::int64_t>(cfg.model.max_model_len, std::int64_t{o.kv_blocks} * cfg.cache.block_size);
+  return cfg;
+}
+
+FidelityMetrics metrics_of(const sim::Summary& s) {
+  FidelityMetrics m;
+  m.throughput = s.output_tokens_per_s;
+  m.ttft_p50 = s.ttft_s.p50;
+  m.ttft_p90 = s.ttft_s.p90;
+  m.e2e_p50 = s.e2e_s.p50;
+  m.e2e_p90 = s.e2e_s.p90;
+  m.completed = s.completed;
+  m.requests = s.requests;
+  return m;
+}
+
+std::string self_binary() {
+  std::error_code ec;
+  const auto p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw std::runtime_error("fidelity: cannot find this binary (/proc/self/exe); give --server");
+  return p.string();
+}
+
+// Waits until the server lists its model (the engine is up), or throws with its log.
+void wait_ready(ServerProcess& server, const ServerUrl& url) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!server.running()) throw std::runtime_error("fidelity: the server exited:" + server.tail());
+    try {
+      (void)first_listed_model(url, "");
+      return;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  throw std::runtime_error("fidelity: the server did not come up in 120 s:" + server.tail());
+}
+
+}  // namespace
+
+double FidelityResult::error(double FidelityMetrics::*m) const {
+  const double meas = measured.*m;
+  return meas > 0 ? simulated.*m / meas - 1 : 0;
+}
+
+std::vector<FidelityCase> fidelity_cases(const FidelityOptions& o) {
+  if (o.quick) {
+    FidelityCase c{"short-in-long-out", config::Batching::paged, 2, {}};
+    c.spec.requests = 4;
+    c.spec.input = sim::FixedLength{16};
+    c.spec.output = sim::FixedLength{8};
+    c.spec.arrival = sim::ClosedLoopArrivals{2, 0};
+    return {c};
+  }
+  struct Workload {
+    const char* name;
+    sim::LengthDistribution input, output;
+  };
+  const std::vector<Workload> workloads = {
+      {"short-in-long-out", sim::FixedLength{32}, sim::FixedLength{128}},
+      {"long-in-short-out", sim::FixedLength{256}, sim::FixedLength{16}},
+      {"lognormal-mix", sim::lognormal_from_mean_sd(160, 120, 16, 1024), sim::lognormal_from_mean_sd(80, 60, 8, 256)}};
+  std::vector<FidelityCase> out;
+  for (const auto& w : workloads)
+    for (auto regime : {config::Batching::continuous, config::Batching::paged})
+      for (std::uint32_t clients : {std::max(1u, o.max_num_seqs / 4), o.max_num_seqs}) {
+        FidelityCase c{w.name, regime, clients, {}};
+        c.spec.requests = clients * (clients == o.max_num_seqs ? 3 : 4);
+        c.spec.input = w.input;
+        c.spec.output = w.output;
+        c.spec.arrival = sim::ClosedLoopArrivals{clients, 0};
+        out.push_back(c);
+      }
+  return out;
+}
+
+FidelityReport run_fidelity(const FidelityOptions& o) {
+  const auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  FidelityReport report;
+  const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / fmt::format("actorlm-fidelity-{}", ::getpid())
+                                           : fs::path(o.work_dir);
+  fs::create_directories(work);
+
+  // 1. The calibrated hardware.
+  const fs::path catalogue_path = o.hardware_catalogue.empty() ? work / "hardware.toml" : fs::path(o.hardware_catalogue);
+  if (o.hardware_catalogue.empty()) {
+    CalibrateOptions co;
+    co.config.model.path = o.model_path;
+    co.tp = {1};
+    if (o.quick) {
+      co.grid = quick_calibration_grid();
+      co.repeats = 2;
+    }
+    co.progress = [&](const std::string& line) { say("calibrate: " + line); };
+    const Calibration cal = run_calibration(co);
+    std::ofstream(catalogue_path) << hardware_catalogue_toml(cal);
+    report.hardware_key = cal.fits.at(0).hardware.key;
+    const double preset_bytes = sim::Catalogue::builtin().model(sim_model_preset).weight_bytes;
+    if (std::abs(cal.model.weight_bytes / preset_bytes - 1) > 0.01)
+      say(fmt::format("warning: the model holds {:.4g} bytes per weight, the simulated preset {} {:.4g}: "
+                      "not the default model?", cal.model.weight_bytes, sim_model_preset, preset_bytes));
+  }
+  const sim::Catalogue catalogue = sim::Catalogue::load(catalogue_path.string(), "");
+  if (report.hardware_key.empty())
+    report.hardware_key = o.hardware_key.empty() ? catalogue.all_hardware().at(0).key : o.hardware_key;
+  (void)catalogue.hardware(report.hardware_key);  // throws naming the known keys
+  {
+    std::ifstream in(catalogue_path);
+    report.calibration_toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  // 2. The tokenizer for exact prompt lengths.
+  config::Config model_cfg;
+  model_cfg.model.path = o.model_path;
+  const std::string model_path = shard::resolve_model_path(model_cfg);
+  const auto tokenizer = load_tokenizer_file(model_path);
+  const std::string binary = o.server_command.empty() ? self_binary() : o.server_command;
+
+  // 3. Every case, measured then simulated.
+  const auto cases = fidelity_cases(o);
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const FidelityCase& c = cases[i];
+    const std::string label = fmt::format("{} / {} / {} clients", c.workload, config::to_string(c.regime), c.clients);
+    say(fmt::format("case {}/{}: {}", i + 1, cases.size(), label));
+    config::Config cfg = case_config(o, c);
+    cfg.server.port = free_port();
+    const fs::path cfg_file = work / fmt::format("serve-{}.toml", i + 1);
+    std::ofstream(cfg_file) << config::to_toml(cfg);
+    const auto requests = sim::generate(c.spec, o.seed);
+    const auto closed = std::get<sim::ClosedLoopArrivals>(c.spec.arrival);
+
+    FidelityResult r;
+    r.c = c;
+    {
+      ServerProcess server(binary, cfg_file.string(), (work / fmt::format("serve-{}.log", i + 1)).string());
+      const ServerUrl url = parse_server_url(fmt::format("http://127.0.0.1:{}", cfg.server.port));
+      wait_ready(server, url);
+      ClientBenchOptions co;
+      co.server = url;
+      co.model = cfg.model.name;
+      co.warn = [&](const std::string& line) { say("warning: " + line); };
+      PromptBuilder prompts(tokenizer, o.seed + i);
+      // One request first, unmeasured: the server's first step pays for warming up.
+      (void)run_client_workload({sim::WorkloadRequest{0, 16, 4}}, sim::ClosedLoopArrivals{1, 0}, prompts, co);
+      const ClientRun run = run_client_workload(requests, closed, prompts, co);
+      r.measured = metrics_of(sim::summarize(run.requests, {}));
+      if (r.measured.completed != requests.size()) {
+        std::string kinds;
+        for (const auto& [kind, n] : run.errors) kinds += fmt::format(" {} x{}", kind, n);
+        throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label,
+                                             r.measured.completed, requests.size(), kinds, server.tail()));
+      }
+    }
+    config::Config sim_cfg = cfg;
+    sim_cfg.engine.backend = config::Backend::sim;
+    sim_cfg.sim.hardware = report.hardware_key;
+    sim_cfg.model.preset = sim_model_preset;
+    sim::SimulationOptions so;
+    so.keep_records = false;
+    r.simulated = metrics_of(sim::simulate(sim_cfg, catalogue, c.spec, o.seed, so).summary);
+    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; simulated {:.1f}, {:.3f}, {:.3f}",
+                    r.measured.throughput, r.measured.ttft_p90, r.measured.e2e_p90, r.simulated.throughput,
+                    r.simulated.ttft_p90, r.simulated.e2e_p90));
+    report.cases.push_back(std::move(r));
+  }
+
+  // 4. The figures.
+  const auto fold = [&](double FidelityMetrics::*m, double& mean, double& max) {
+    for (const auto& r : report.cases) {
+      const double e = std::abs(r.error(m));
+      mean += e / double(report.cases.size());
+      max = std::max(max, e);
+    }
+  };
+  fold(&FidelityMetrics::throughput, report.mean_abs_error_throughput, report.max_abs_error_throughput);
+  fold(&FidelityMetrics::e2e_p90, report.mean_abs_error_p90_e2e, report.max_abs_error_p90_e2e);
+  fold(&FidelityMetrics::ttft_p90, report.mean_abs_error_p90_ttft, report.max_abs_error_p90_ttft);
+  return report;
+}
+
+}  // namespace actorlm::bench

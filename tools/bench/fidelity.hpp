@@ -1,0 +1,73 @@
+#pragma once
+// `actorlm bench fidelity`: how far the simulator is from the real engine on this machine.
+// Calibrates the cost model (calibrate.hpp, TP 1), then for every case (workload x regime x
+// load) runs `actorlm serve` on the cpu backend with the default model in a child process,
+// drives it with bench client's load generator (client_bench.hpp: exact prompt lengths with the
+// model's tokenizer, ignore_eos), and simulates the same config and workload on the calibrated
+// hardware (sim::simulate, model preset smollm2-135m-instruct-q4_1). Both runs get the same
+// engine config: the same regime, max_num_seqs, KV blocks (cache.num_gpu_blocks_override) and
+// block size, so the scheduler makes the same decisions wherever the step times agree.
+//
+// Per case: output tokens/s, p50/p90 TTFT and E2E, measured and simulated, and the relative
+// errors (simulated / measured - 1). The figures are the mean and max of |error| over cases.
+
+#include "actors/config/config.hpp"
+#include "sim/metrics.hpp"
+#include "sim/workload.hpp"
+#include "tools/bench/calibrate.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace actorlm::bench {
+
+struct FidelityCase {
+  std::string workload;  // "short-in-long-out", "long-in-short-out", "lognormal-mix"
+  config::Batching regime = config::Batching::paged;
+  std::uint32_t clients = 1;  // closed loop
+  sim::WorkloadSpec spec;
+};
+
+struct FidelityOptions {
+  std::string model_path;            // empty: the default model
+  std::uint32_t max_num_seqs = 16;   // the full batch; the low load is a quarter of it
+  std::uint32_t kv_blocks = 1024;    // both runs
+  std::uint64_t seed = 1;
+  bool quick = false;                // quick calibration grid and one small case (CTest)
+  std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
+  std::string hardware_key;          // its entry (default: the first)
+  std::string work_dir;              // server configs and logs; empty: a temporary directory
+  std::string server_command;        // the actorlm binary (default: this one)
+  std::function<void(const std::string&)> progress;
+};
+
+struct FidelityMetrics {
+  double throughput = 0;  // output tokens/s
+  double ttft_p50 = 0, ttft_p90 = 0, e2e_p50 = 0, e2e_p90 = 0;  // s
+  std::size_t completed = 0, requests = 0;
+};
+
+struct FidelityResult {
+  FidelityCase c;
+  FidelityMetrics measured, simulated;
+  double error(double FidelityMetrics::*m) const;  // simulated / measured - 1 (0 when measured is 0)
+};
+
+struct FidelityReport {
+  std::string hardware_key;
+  std::string calibration_toml;  // the catalogue used
+  std::vector<FidelityResult> cases;
+  double mean_abs_error_throughput = 0, max_abs_error_throughput = 0;
+  double mean_abs_error_p90_e2e = 0, max_abs_error_p90_e2e = 0;
+  double mean_abs_error_p90_ttft = 0, max_abs_error_p90_ttft = 0;
+};
+
+// The cases: 3 workloads x {continuous, paged} x {max_num_seqs / 4, max_num_seqs} clients, or
+// one small case with `quick`.
+std::vector<FidelityCase> fidelity_cases(const FidelityOptions&);
+
+// Throws std::runtime_error when the server cannot be started or a case fails outright.
+FidelityReport run_fidelity(const FidelityOptions&);
+
+}  // namespace actorlm::bench
