@@ -20,7 +20,7 @@ namespace {
 struct CalibrateArgs {
   std::string config;
   std::string model;
-  std::vector<std::uint32_t> tp = {1, 2};
+  std::vector<std::uint32_t> tp;  // empty: 1, and 2 where the model splits over 2
   std::uint32_t repeats = 5;
   std::string name = "cpu-local";
   std::string out = "calibrated-hardware.toml";
@@ -94,8 +94,10 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
       "tensor-parallel degree; prints the fit's residuals");
   cmd->add_option("--config", args->config, "TOML config (default: the built-in default, cpu + default model)");
   cmd->add_option("--model", args->model, "GGUF file or safetensors folder (overrides model.path)");
-  cmd->add_option("--tp", args->tp, "Tensor parallel degrees measured, one catalogue entry each")
-      ->capture_default_str()->delimiter(',')->check(CLI::Range(1u, 64u));
+  cmd->add_option("--tp", args->tp,
+                  "Tensor parallel degrees measured, one catalogue entry each (default: 1, and 2 where the model "
+                  "splits over 2 ranks)")
+      ->delimiter(',')->check(CLI::Range(1u, 64u));
   cmd->add_option("--repeats", args->repeats, "Timed steps per shape (median)")->capture_default_str()->check(CLI::Range(1u, 1000u));
   cmd->add_option("--name", args->name, "Catalogue key prefix: entries are NAME-tp1, NAME-tp2...")->capture_default_str();
   cmd->add_option("--out", args->out, "Hardware catalogue file written")->capture_default_str();

@@ -274,7 +274,8 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   sim::Hardware& h = f.hardware;
   h.bandwidth = read_bytes_per_s / tp;  // the ranks share the machine's memory bandwidth
   h.host_bandwidth = h.bandwidth;
-  if (tp == 1) h.link_bandwidth = h.bandwidth;  // unused
+  // An all-reduce whose bytes cost nothing measurable: the link is as fast as memory.
+  if (tp == 1 || !std::isfinite(h.link_bandwidth)) h.link_bandwidth = h.bandwidth;
   h.link_latency = 0;
   h.step_overhead = 0;
   const sim::CostModel model(m, h, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
@@ -407,25 +408,39 @@ Calibration run_calibration(const CalibrateOptions& o) {
   out.read_bytes_per_s = measure_read_bandwidth(cores, std::size_t{1} << 30, 3);
   say(fmt::format("  {:.1f} GB/s", out.read_bytes_per_s / 1e9));
 
-  for (std::uint32_t tp : o.tp) {
+  const bool default_degrees = o.tp.empty();
+  std::vector<std::uint32_t> degrees = default_degrees ? std::vector<std::uint32_t>{1, 2} : o.tp;
+  std::sort(degrees.begin(), degrees.end());
+  degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
+  if (degrees.front() != 1) degrees.insert(degrees.begin(), 0);  // 0: TP 1 loaded for the weights' bytes only
+  for (std::uint32_t tp : degrees) {
     config::Config cfg = o.config;
     cfg.engine.backend = config::Backend::cpu;
-    cfg.engine.tensor_parallel_degree = tp;
+    cfg.engine.tensor_parallel_degree = std::max(tp, 1u);
     const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
     std::uint32_t blocks = 2;
-    for (const auto& s : grid) blocks = std::max(blocks, blocks_needed(s, o.repeats, block_size));
+    if (tp > 0)
+      for (const auto& s : grid) blocks = std::max(blocks, blocks_needed(s, o.repeats, block_size));
     cfg.cache.num_gpu_blocks_override = blocks;
     cfg.cache.swap_space = 1.0 / 1024;
     cfg.model.max_model_len = std::min<std::int64_t>(cfg.model.max_model_len, std::int64_t{blocks} * block_size);
     std::vector<std::unique_ptr<shard::CpuShard>> shards;
-    const shard::CpuBackend backend = shard::load_cpu_shards(cfg, shards);
-    if (out.model_path.empty()) {  // the first degree measured
+    shard::CpuBackend backend;
+    try {
+      backend = shard::load_cpu_shards(cfg, shards);
+    } catch (const std::invalid_argument& e) {
+      if (!default_degrees || tp == 1) throw;
+      say(fmt::format("tp {} skipped: {}", tp, e.what()));  // the model does not split over it
+      continue;
+    }
+    if (out.model_path.empty()) {  // TP 1 (measured, or loaded for this alone) comes first
       out.model_path = backend.model_path;
       static_cast<model::Architecture&>(out.model) = backend.arch;
       out.model.key = "calibrated";
       out.model.name = backend.arch.describe();
-      out.model.weight_bytes = bytes_per_weight(out.model, backend.weight_bytes);  // ranks' copies of norms aside
+      out.model.weight_bytes = bytes_per_weight(out.model, backend.weight_bytes);
     }
+    if (tp == 0) continue;
 
     ShapeRunner runner(shards, block_size);
     say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks", tp, tp, backend.threads_per_rank, blocks));

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `actorlm calibrate --quick` at TP 1 and 3 (the default model's 9 heads do not split over 2;
+# 3 ranks on 2 cores are oversubscribed, which is slow but proves the multi-rank fit) writes a hardware catalogue that `actorlm simulate`
+# accepts as [sim] hardware_catalogue (both entries, the cpu model preset); `actorlm bench
+# fidelity --quick` runs its whole path (calibrate, a real `actorlm serve` on the cpu backend
+# driven by the load client, the same case simulated) and ends with the JSON line of figures.
+# This proves the path, not the accuracy: the figures are benchmarks (a loaded machine moves them).
+set -euo pipefail
+actorlm="$1"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$actorlm" calibrate --quick --tp 1,3 --repeats 2 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err" \
+  || fail "calibrate exited $?: $(tail -5 "$tmp/cal.err")"
+grep -q '^\[gpu.here-tp1\]' "$tmp/hw.toml" || fail "no here-tp1 entry: $(cat "$tmp/hw.toml")"
+grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"
+grep -q '^here-tp3: 9 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 2 residuals: $(cat "$tmp/cal.out")"
+tail -n 1 "$tmp/cal.out" | python3 -c '
+import json, sys
+j = json.loads(sys.stdin.read())
+assert j["bench"] == "calibrate" and len(j["fits"]) == 2, j
+for f in j["fits"]:
+    for k in ("small_gemm_tflops", "fp16_tflops", "attention_tflops", "prefill_attention_tflops"):
+        assert f[k] > 0, (k, f)
+assert j["fits"][1]["link_bandwidth_gbps"] > 0, j
+assert 0.5 < j["bytes_per_weight"] < 1.0, j  # Q4_1 matrices, not 2-byte weights
+' || fail "calibrate JSON"
+
+for tp in 1 3; do
+  cat >"$tmp/scenario-$tp.toml" <<TOML
+[scenario]
+name = "calibrated tp $tp"
+[engine]
+tensor_parallel_degree = $tp
+[model]
+preset = "smollm2-135m-instruct-q4_1"
+[sim]
+hardware = "here-tp$tp"
+hardware_catalogue = "$tmp/hw.toml"
+[cache]
+num_gpu_blocks_override = 512
+[[workloads]]
+name = "w"
+requests = 8
+input = 64
+output = 16
+arrival = { process = "closed_loop", clients = 4 }
+TOML
+  "$actorlm" simulate "$tmp/scenario-$tp.toml" >"$tmp/sim-$tp.out" 2>"$tmp/sim-$tp.err" \
+    || fail "simulate on here-tp$tp exited $?: $(cat "$tmp/sim-$tp.err")"
+  grep -q "throughput" "$tmp/sim-$tp.out" || fail "simulate tp $tp: $(cat "$tmp/sim-$tp.out")"
+done
+
+"$actorlm" bench fidelity --quick --out "$tmp/fid" >"$tmp/fid.out" 2>"$tmp/fid.err" \
+  || fail "bench fidelity exited $?: $(tail -20 "$tmp/fid.err")"
+grep -q '^short-in-long-out  paged' "$tmp/fid.out" || fail "no case row: $(cat "$tmp/fid.out")"
+tail -n 1 "$tmp/fid.out" | python3 -c '
+import json, math, sys
+j = json.loads(sys.stdin.read())
+assert j["bench"] == "fidelity" and j["cases"] == 1, j
+for k in ("mean_abs_error_throughput", "mean_abs_error_p90_e2e", "max_abs_error_throughput", "max_abs_error_p90_e2e"):
+    assert math.isfinite(j[k]) and j[k] >= 0, (k, j)
+' || fail "fidelity JSON"
+python3 - "$tmp/fid/fidelity.json" <<'PY' || fail "fidelity.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+(c,) = d["cases"]
+assert c["measured"]["completed"] == 4 and c["simulated"]["completed"] == 4, c
+assert c["measured"]["throughput"] > 0 and c["simulated"]["throughput"] > 0, c
+PY
+[[ -s "$tmp/fid/hardware.toml" && -s "$tmp/fid/serve-1.log" ]] || fail "no calibration or server log under --out"
+echo "calibrate and bench fidelity: ok"
