@@ -1,5 +1,7 @@
 // The simulator's catalogue: the embedded files parse, parameter counts computed from each
-// architecture match the published ones, and a wrong file is reported by file, line and key.
+// architecture match the published ones, a wrong file is reported by file, line and key, and
+// the optional cost-model terms read 0 when absent (bytes per weight 2) and in their units when
+// given.
 #define BOOST_TEST_MODULE sim_catalogue
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -12,6 +14,7 @@
 #include <ostream>
 
 using namespace actorlm::sim;
+namespace tt = boost::test_tools;
 
 namespace {
 
@@ -81,6 +84,9 @@ rope_theta = 10000.0
 rope_linear_factor = 1.0
 bos_token_id = 1
 )";
+
+// good_hardware's [gpu.x] (the last table of the file) with `lines` appended, from line 19 on.
+std::string hardware_with(const std::string& lines) { return std::string(good_hardware) + lines; }
 
 std::string error_of(const std::string& hardware, const std::string& models) {
   try {
@@ -201,4 +207,70 @@ BOOST_AUTO_TEST_CASE(loads_a_user_file_in_place_of_the_embedded_one) {
   BOOST_TEST(c.all_models().size() == 1u);
   BOOST_TEST(c.hardware("a10g").name == "NVIDIA A10G");  // the embedded hardware file
   BOOST_CHECK_THROW(Catalogue::load("/nonexistent/hw.toml", ""), CatalogueError);
+}
+
+BOOST_AUTO_TEST_CASE(leaves_every_optional_term_at_zero_when_its_key_is_absent) {
+  // Every shipped entry predates the optional keys: the cost model stays the roofline for them.
+  const auto check = [](const Catalogue& c) {
+    BOOST_TEST_REQUIRE(!c.all_hardware().empty());
+    for (const Hardware& h : c.all_hardware()) {
+      BOOST_TEST(h.small_gemm_rows == 0u, h.key);
+      BOOST_TEST(h.small_gemm_flops == 0, h.key);
+      BOOST_TEST(h.gemm_weight_rate == 0, h.key);
+      BOOST_TEST(h.attention_flops == 0, h.key);
+      BOOST_TEST(h.prefill_attention_flops == 0, h.key);
+      BOOST_TEST(h.step_overhead == 0, h.key);
+    }
+    BOOST_TEST_REQUIRE(!c.all_models().empty());
+    for (const ModelPreset& m : c.all_models()) BOOST_TEST(m.weight_bytes == 2, m.key);
+  };
+  check(Catalogue::builtin());
+  check(Catalogue::parse(good_hardware, "hw.toml", good_models, "m.toml"));
+}
+
+BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
+  const std::string hardware = hardware_with(
+      "small_gemm_rows = 32\n"
+      "small_gemm_tflops = 1.5\n"
+      "gemm_dequant_gweights_per_s = 3\n"
+      "attention_tflops = 0.25\n"
+      "prefill_attention_tflops = 0.75\n"
+      "step_overhead_us = 40\n");
+  const std::string models = std::string(good_models) + "bytes_per_weight = 0.5625\n";
+  const Catalogue c = Catalogue::parse(hardware, "hw.toml", models, "m.toml");
+  const Hardware& h = c.hardware("x");
+  BOOST_TEST(h.small_gemm_rows == 32u);
+  BOOST_TEST(h.small_gemm_flops == 1.5e12, tt::tolerance(1e-12));        // TFLOPS -> FLOP/s
+  BOOST_TEST(h.gemm_weight_rate == 3e9, tt::tolerance(1e-12));           // Gweights/s -> weights/s
+  BOOST_TEST(h.attention_flops == 0.25e12, tt::tolerance(1e-12));
+  BOOST_TEST(h.prefill_attention_flops == 0.75e12, tt::tolerance(1e-12));
+  BOOST_TEST(h.step_overhead == 40e-6, tt::tolerance(1e-12));            // us -> s
+  BOOST_TEST(c.model("tiny").weight_bytes == 0.5625);                    // bytes, as written
+  BOOST_TEST(h.flops == 10e12, tt::tolerance(1e-12));                    // the required keys as before
+}
+
+struct HalfPair {
+  const char* line;  // the one key of the pair given, appended as line 19
+  const char* error;
+};
+std::ostream& operator<<(std::ostream& os, const HalfPair& p) { return os << p.line; }
+const HalfPair half_pairs[] = {
+    {"small_gemm_rows = 32\n",
+     "hw.toml:19:19: gpu.x.small_gemm_rows: small_gemm_rows and small_gemm_tflops go together: give both or neither"},
+    {"small_gemm_tflops = 1.5\n",
+     "hw.toml:19:21: gpu.x.small_gemm_tflops: small_gemm_rows and small_gemm_tflops go together: give both or "
+     "neither"},
+};
+
+BOOST_DATA_TEST_CASE(names_file_line_and_key_of_a_small_gemm_key_given_without_its_partner, half_pairs, p) {
+  BOOST_TEST(error_of(hardware_with(p.line), good_models) == p.error);
+}
+
+BOOST_AUTO_TEST_CASE(range_checks_the_optional_keys_like_the_required_ones) {
+  BOOST_TEST(error_of(hardware_with("step_overhead_us = 0\n"), good_models) ==
+             "hw.toml:19:20: gpu.x.step_overhead_us: expected a number > 0, found 0");
+  BOOST_TEST(error_of(good_hardware, std::string(good_models) + "bytes_per_weight = -1\n") ==
+             "m.toml:22:20: model.tiny.bytes_per_weight: expected a number > 0, found -1");
+  const std::string what = error_of(hardware_with("attention_tflop = 1\n"), good_models);
+  BOOST_TEST(what.find("hw.toml:19:1: gpu.x.attention_tflop:") != std::string::npos, what);  // a typo is unknown
 }

@@ -1,6 +1,8 @@
 // The roofline cost model: one request's decode step against the formula written out here,
 // monotonicity in the hardware's speeds over random batches, the quadratic prefill, one vs two
-// all-reduces per layer, and the layer split.
+// all-reduces per layer, and the layer split. Then Hardware's optional terms (few-row GEMMs,
+// the dequantizing pass, attention rates, the host's cost per step) and bytes per weight, each
+// on a tiny model against numbers worked out by hand, each changing only its own operators.
 #define BOOST_TEST_MODULE sim_cost_model
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
@@ -9,6 +11,7 @@
 #include "sim/model/cost_model.hpp"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <random>
 
@@ -58,6 +61,83 @@ StepShape decode_batch(std::uint32_t batch, std::uint32_t context) {
   for (std::uint32_t i = 0; i < batch; ++i) s.add(1, context, true);
   return s;
 }
+
+// A model small enough to work its costs out by hand. Weights per layer: QKV 64 x (4 + 2 x 2) x 16
+// = 8192, output 4 x 16 x 64 = 4096, gate + up 64 x 256 = 16384, down 128 x 64 = 8192; LM head
+// (tied) 100 x 64 = 6400.
+ModelPreset tiny_model() {
+  ModelPreset m;
+  m.key = m.name = "tiny";
+  m.family = actorlm::model::Family::llama;
+  m.layers = 2;
+  m.hidden = 64;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.head_dim = 16;
+  m.ffn = 128;
+  m.ffn_kind = FfnKind::swiglu;
+  m.vocab = 100;
+  m.norm = NormKind::rmsnorm;
+  m.norms_per_layer = 2;
+  m.tied_embeddings = true;
+  m.max_context = 4096;
+  return m;
+}
+
+// 5e11 FLOP/s and 5e10 bytes/s achievable; the optional terms absent.
+Hardware tiny_hardware() {
+  Hardware h;
+  h.key = h.name = "tiny-gpu";
+  h.memory_bytes = 1e12;
+  h.flops = 1e12;
+  h.compute_efficiency = 0.5;
+  h.bandwidth = 1e11;
+  h.memory_efficiency = 0.5;
+  h.link_bandwidth = h.host_bandwidth = 1e10;
+  h.kernel_launch = 1e-6;
+  return h;
+}
+
+StepCost tiny_step(const Hardware& hw, const StepShape& s, const ModelPreset& m = tiny_model()) {
+  return CostModel(m, hw, {ParallelKind::tensor, 1}, 16).step(s);
+}
+
+StepShape tiny_prefill(std::uint32_t tokens) {
+  StepShape s;
+  s.add(tokens, tokens, true);
+  return s;
+}
+
+// `got` has the seconds in `changed` for those operators and `base`'s for every other one, and
+// its total is the sum of its operators.
+void check_changes_only(const StepCost& got, const StepCost& base, const std::map<Op, double>& changed) {
+  double sum = 0;
+  for (std::size_t i = 0; i < op_count; ++i) {
+    const Op op = static_cast<Op>(i);
+    const auto it = changed.find(op);
+    const double want = it != changed.end() ? it->second : base[op];
+    BOOST_TEST(got[op] == want, tt::tolerance(1e-12) << to_string(op));
+    sum += want;
+  }
+  BOOST_TEST(got.seconds == sum, tt::tolerance(1e-12));
+}
+
+// A decode step of 8 sequences at context 100 (T = 8 rows, 800 KV positions) on tiny_hardware(),
+// without optional terms: every GEMM is memory-bound, its seconds L x (2 w + 2 (rows x (in + out)))
+// / 5e10 (L = 2; the LM head once, with 4-byte logits).
+namespace decode8 {
+constexpr double qkv = 2 * (2 * 8192 + 2 * (8 * 64 + 8 * 128)) / 5e10;     // 19456 bytes
+constexpr double out = 2 * (2 * 4096 + 2 * (8 * 64 + 8 * 64)) / 5e10;      // 10240 bytes
+constexpr double up = 2 * (2 * 16384 + 2 * (8 * 64 + 8 * 256)) / 5e10;     // 37888 bytes
+constexpr double down = 2 * (2 * 8192 + 2 * (8 * 128 + 8 * 64)) / 5e10;    // 19456 bytes
+constexpr double lm_head = (2 * 6400 + 2 * 8 * 64 + 4 * 8 * 100) / 5e10;   // 17024 bytes
+// The same GEMMs on few-row kernels at 1e9 FLOP/s: compute-bound, 2 x rows x w FLOPs.
+constexpr double few_qkv = 2 * (2 * 8 * 8192) / 1e9;
+constexpr double few_out = 2 * (2 * 8 * 4096) / 1e9;
+constexpr double few_up = 2 * (2 * 8 * 16384) / 1e9;
+constexpr double few_down = 2 * (2 * 8 * 8192) / 1e9;
+constexpr double few_lm_head = (2 * 8 * 6400) / 1e9;
+}  // namespace decode8
 
 }  // namespace
 
@@ -190,4 +270,147 @@ BOOST_AUTO_TEST_CASE(the_breakdown_sums_to_the_step_time) {
   BOOST_TEST(c[Op::attention_prefill] > 0);
   BOOST_TEST(c[Op::attention_decode] > 0);
   BOOST_TEST(to_string(Op::all_reduce) == "all_reduce");
+}
+
+BOOST_AUTO_TEST_CASE(without_optional_terms_a_tiny_decode_step_is_the_roofline_worked_out_by_hand) {
+  const StepCost c = tiny_step(tiny_hardware(), decode_batch(8, 100));
+  BOOST_TEST(c[Op::qkv] == decode8::qkv, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::attention_out] == decode8::out, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::ffn_up] == decode8::up, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::ffn_down] == decode8::down, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::lm_head] == decode8::lm_head, tt::tolerance(1e-12));
+  // Decode attention, memory-bound: K and V of 800 positions x 2 KV heads x 16, plus Q and O.
+  BOOST_TEST(c[Op::attention_decode] == 2 * 2 * (800 * 2 * 2 * 16 + 2 * 8 * 4 * 16) / 5e10, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::host] == 0);
+}
+
+struct SmallRows {
+  std::uint32_t small_gemm_rows;
+  bool few;  // 8 rows < small_gemm_rows
+};
+std::ostream& operator<<(std::ostream& os, const SmallRows& r) { return os << "small_gemm_rows " << r.small_gemm_rows; }
+const SmallRows small_rows_cases[] = {{4, false}, {8, false}, {9, true}, {32, true}};
+
+BOOST_DATA_TEST_CASE(gemms_of_fewer_rows_than_small_gemm_rows_run_at_the_small_gemm_rate, small_rows_cases, r) {
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, decode_batch(8, 100));
+  hw.small_gemm_rows = r.small_gemm_rows;
+  hw.small_gemm_flops = 1e9;  // as given: no compute_efficiency on it
+  const StepCost got = tiny_step(hw, decode_batch(8, 100));
+  if (r.few)
+    check_changes_only(got, base,
+                       {{Op::qkv, decode8::few_qkv}, {Op::attention_out, decode8::few_out}, {Op::ffn_up, decode8::few_up},
+                        {Op::ffn_down, decode8::few_down}, {Op::lm_head, decode8::few_lm_head}});
+  else
+    check_changes_only(got, base, {});
+}
+
+BOOST_AUTO_TEST_CASE(a_few_row_gemm_is_still_bound_by_reading_its_weights_and_activations) {
+  // A 64-token prefill below small_gemm_rows 128, few-row kernels at 1e15 FLOP/s: each GEMM is
+  // its bytes / 5e10, where the roofline (5e11 FLOP/s) would be compute-bound.
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, tiny_prefill(64));
+  BOOST_TEST(base[Op::qkv] == 2 * (2 * 64 * 8192) / 5e11, tt::tolerance(1e-12));
+  hw.small_gemm_rows = 128;
+  hw.small_gemm_flops = 1e15;
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base,
+                     {{Op::qkv, 2 * (2 * 8192 + 2 * (64 * 64 + 64 * 128)) / 5e10},
+                      {Op::attention_out, 2 * (2 * 4096 + 2 * (64 * 64 + 64 * 64)) / 5e10},
+                      {Op::ffn_up, 2 * (2 * 16384 + 2 * (64 * 64 + 64 * 256)) / 5e10},
+                      {Op::ffn_down, 2 * (2 * 8192 + 2 * (64 * 128 + 64 * 64)) / 5e10},
+                      {Op::lm_head, (2 * 6400 + 2 * 64 + 4 * 100) / 5e10}});
+}
+
+BOOST_AUTO_TEST_CASE(the_lm_head_counts_its_sampling_rows_not_the_steps_tokens) {
+  // A 64-token prefill with small_gemm_rows 32: the layers' GEMMs have 64 rows (the roofline),
+  // the LM head one (the few-row kernel, 2 x 6400 FLOPs at 1e9 FLOP/s).
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, tiny_prefill(64));
+  hw.small_gemm_rows = 32;
+  hw.small_gemm_flops = 1e9;
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base, {{Op::lm_head, 2 * 6400 / 1e9}});
+}
+
+BOOST_AUTO_TEST_CASE(gemms_of_small_gemm_rows_or_more_add_a_pass_over_their_weights_at_the_dequant_rate) {
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, decode_batch(8, 100));
+  hw.gemm_weight_rate = 1e9;  // weights/s
+  // Every GEMM pays w / 1e9 on top of its roofline, with or without few-row kernels below 8 rows.
+  const std::map<Op, double> with_pass = {{Op::qkv, decode8::qkv + 2 * 8192 / 1e9},
+                                          {Op::attention_out, decode8::out + 2 * 4096 / 1e9},
+                                          {Op::ffn_up, decode8::up + 2 * 16384 / 1e9},
+                                          {Op::ffn_down, decode8::down + 2 * 8192 / 1e9},
+                                          {Op::lm_head, decode8::lm_head + 6400 / 1e9}};
+  check_changes_only(tiny_step(hw, decode_batch(8, 100)), base, with_pass);
+  hw.small_gemm_rows = 8;
+  hw.small_gemm_flops = 1e9;
+  check_changes_only(tiny_step(hw, decode_batch(8, 100)), base, with_pass);
+  // Few-row GEMMs read their weights as stored: no pass.
+  hw.small_gemm_rows = 32;
+  check_changes_only(tiny_step(hw, decode_batch(8, 100)), base,
+                     {{Op::qkv, decode8::few_qkv}, {Op::attention_out, decode8::few_out}, {Op::ffn_up, decode8::few_up},
+                      {Op::ffn_down, decode8::few_down}, {Op::lm_head, decode8::few_lm_head}});
+}
+
+// A 64-token prefill: 64 x 64 - 64 x 63 / 2 = 2080 (query, key) pairs, 4 x 4 heads x 16 x 2080
+// = 532480 FLOPs per layer; its bytes, Q and O of 64 tokens and K and V of 64 positions, 24576.
+constexpr double prefill64_attention_flops = 4.0 * 4 * 16 * 2080;
+// A decode of 8 at context 100: 4 x 4 x 16 x 800 = 204800 FLOPs per layer.
+constexpr double decode8_attention_flops = 4.0 * 4 * 16 * 800;
+
+BOOST_AUTO_TEST_CASE(decode_attention_runs_at_attention_flops_and_prefill_follows_it_unless_given_its_own) {
+  Hardware hw = tiny_hardware();
+  const StepCost base_decode = tiny_step(hw, decode_batch(8, 100));
+  const StepCost base_prefill = tiny_step(hw, tiny_prefill(64));
+  BOOST_TEST(base_prefill[Op::attention_prefill] == 2 * prefill64_attention_flops / 5e11, tt::tolerance(1e-12));
+  hw.attention_flops = 1e9;  // as given: no compute_efficiency on it
+  check_changes_only(tiny_step(hw, decode_batch(8, 100)), base_decode,
+                     {{Op::attention_decode, 2 * decode8_attention_flops / 1e9}});
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base_prefill,
+                     {{Op::attention_prefill, 2 * prefill64_attention_flops / 1e9}});
+}
+
+BOOST_AUTO_TEST_CASE(prefill_attention_flops_changes_only_prefill_attention) {
+  Hardware hw = tiny_hardware();
+  const StepCost base_decode = tiny_step(hw, decode_batch(8, 100));
+  const StepCost base_prefill = tiny_step(hw, tiny_prefill(64));
+  hw.prefill_attention_flops = 1e9;
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base_prefill,
+                     {{Op::attention_prefill, 2 * prefill64_attention_flops / 1e9}});
+  check_changes_only(tiny_step(hw, decode_batch(8, 100)), base_decode, {});
+  // In one step, each kind of attention at its own rate.
+  hw.attention_flops = 4e9;
+  StepShape mixed = decode_batch(8, 100);
+  mixed.add(64, 64, true);
+  const StepCost c = tiny_step(hw, mixed);
+  BOOST_TEST(c[Op::attention_prefill] == 2 * prefill64_attention_flops / 1e9, tt::tolerance(1e-12));
+  BOOST_TEST(c[Op::attention_decode] == 2 * decode8_attention_flops / 4e9, tt::tolerance(1e-12));
+}
+
+BOOST_AUTO_TEST_CASE(bytes_per_weight_changes_only_the_weights_share_of_memory_traffic) {
+  ModelPreset quantized = tiny_model();
+  quantized.weight_bytes = 0.5;
+  const Hardware hw = tiny_hardware();
+  // One decode sequence: every GEMM memory-bound, 0.5 w + 2 (in + out) bytes.
+  check_changes_only(tiny_step(hw, decode_batch(1, 100), quantized), tiny_step(hw, decode_batch(1, 100)),
+                     {{Op::qkv, 2 * (0.5 * 8192 + 2 * (64 + 128)) / 5e10},
+                      {Op::attention_out, 2 * (0.5 * 4096 + 2 * (64 + 64)) / 5e10},
+                      {Op::ffn_up, 2 * (0.5 * 16384 + 2 * (64 + 256)) / 5e10},
+                      {Op::ffn_down, 2 * (0.5 * 8192 + 2 * (128 + 64)) / 5e10},
+                      {Op::lm_head, (0.5 * 6400 + 2 * 64 + 4 * 100) / 5e10}});
+  // A 512-token prefill: the layers' GEMMs are compute-bound and do not change; the one-row LM
+  // head still reads its weights.
+  check_changes_only(tiny_step(hw, tiny_prefill(512), quantized), tiny_step(hw, tiny_prefill(512)),
+                     {{Op::lm_head, (0.5 * 6400 + 2 * 64 + 4 * 100) / 5e10}});
+}
+
+BOOST_AUTO_TEST_CASE(step_overhead_is_charged_once_per_step_to_the_host) {
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, decode_batch(8, 100));
+  hw.step_overhead = 2.5e-4;
+  const StepCost got = tiny_step(hw, decode_batch(8, 100));
+  check_changes_only(got, base, {{Op::host, 2.5e-4}});
+  BOOST_TEST(got.seconds == base.seconds + 2.5e-4, tt::tolerance(1e-12));
+  BOOST_TEST(tiny_step(hw, tiny_prefill(512))[Op::host] == 2.5e-4);  // whatever the step's size
+  BOOST_TEST(to_string(Op::host) == "host");
 }

@@ -1,0 +1,201 @@
+// tools/bench/calibrate.hpp: the non-negative least squares solver over seeded random problems
+// (exact recovery, the optimality (KKT) conditions, zero columns), and one quick calibration of
+// the default model whose predictions are the cost model's and whose catalogue entry reads back
+// as the fitted hardware. Nothing here asserts on how well the fit matches this machine: that is
+// a benchmark figure, and the machine is shared.
+#define BOOST_TEST_MODULE tools_bench_calibrate
+#include "tools/bench/calibrate.hpp"
+
+#include "sim/model/cost_model.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace actorlm;
+using namespace actorlm::bench;
+namespace tt = boost::test_tools;
+using Matrix = std::vector<std::vector<double>>;  // [rows][columns]
+
+// A random rows x cols matrix with entries uniform in [-1, 1]: of full column rank (almost
+// surely) when rows >= cols.
+Matrix random_matrix(std::mt19937_64& rng, std::size_t rows, std::size_t cols) {
+  std::uniform_real_distribution<double> u(-1, 1);
+  Matrix a(rows, std::vector<double>(cols));
+  for (auto& row : a)
+    for (double& v : row) v = u(rng);
+  return a;
+}
+
+// x >= 0 with about a third of its entries exactly 0, the others in [0.1, 10].
+std::vector<double> random_solution(std::mt19937_64& rng, std::size_t n) {
+  std::vector<double> x(n);
+  for (double& v : x) v = rng() % 3 == 0 ? 0 : std::uniform_real_distribution<double>(0.1, 10)(rng);
+  return x;
+}
+
+std::vector<double> times(const Matrix& a, const std::vector<double>& x) {
+  std::vector<double> b(a.size(), 0);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < x.size(); ++j) b[i] += a[i][j] * x[j];
+  return b;
+}
+
+// A^T (b - A x): minus half the gradient of |A x - b|^2.
+std::vector<double> descent(const Matrix& a, const std::vector<double>& b, const std::vector<double>& x) {
+  const std::vector<double> ax = times(a, x);
+  std::vector<double> w(x.size(), 0);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    for (std::size_t j = 0; j < x.size(); ++j) w[j] += a[i][j] * (b[i] - ax[i]);
+  return w;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(recovers_a_non_negative_solution_of_a_consistent_full_rank_system) {
+  std::mt19937_64 rng(20261201);
+  for (int trial = 0; trial < 500; ++trial) {
+    const std::size_t n = 1 + rng() % 8, m = n + rng() % 12;
+    const Matrix a = random_matrix(rng, m, n);
+    const std::vector<double> want = random_solution(rng, n);
+    const std::vector<double> got = non_negative_least_squares(a, times(a, want));
+    BOOST_TEST_REQUIRE(got.size() == n, "trial " << trial);
+    const double scale = std::max(1.0, max_abs(want));
+    for (std::size_t j = 0; j < n; ++j)
+      BOOST_TEST(std::abs(got[j] - want[j]) <= 1e-9 * scale,
+                 "trial " << trial << " (" << m << " x " << n << "): x[" << j << "] = " << got[j] << ", want " << want[j]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(meets_the_optimality_conditions_for_any_right_hand_side) {
+  // x is the minimiser over x >= 0 exactly when, with w = A^T (b - A x): x >= 0, w_j <= 0 where
+  // x_j = 0 and w_j = 0 where x_j > 0 (the problem is convex, so these suffice).
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal(0, 1);
+  for (int trial = 0; trial < 500; ++trial) {
+    const std::size_t n = 1 + rng() % 8, m = n + rng() % 12;
+    Matrix a = random_matrix(rng, m, n);
+    // Columns of different magnitudes, as the calibration's features are before scaling.
+    for (std::size_t j = 0; j < n; ++j) {
+      const double s = std::pow(10.0, std::uniform_real_distribution<double>(-2, 2)(rng));
+      for (auto& row : a) row[j] *= s;
+    }
+    std::vector<double> b(m);
+    for (double& v : b) v = normal(rng);
+    const std::vector<double> x = non_negative_least_squares(a, b);
+    BOOST_TEST_REQUIRE(x.size() == n, "trial " << trial);
+    const std::vector<double> w = descent(a, b, x);
+    double norm_a = 0, norm_b = 0;  // |w| <= |A| |b| at x = 0: the scale of the tolerance
+    for (const auto& row : a)
+      for (double v : row) norm_a += v * v;
+    for (double v : b) norm_b += v * v;
+    const double tol = 1e-9 * std::sqrt(norm_a * norm_b);
+    for (std::size_t j = 0; j < n; ++j) {
+      BOOST_TEST(x[j] >= 0, "trial " << trial << ": x[" << j << "] = " << x[j]);
+      if (x[j] > 0) BOOST_TEST(std::abs(w[j]) <= tol, "trial " << trial << ": x[" << j << "] > 0, w = " << w[j]);
+      else BOOST_TEST(w[j] <= tol, "trial " << trial << ": x[" << j << "] = 0, w = " << w[j]);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gives_zero_to_a_column_that_is_all_zero) {
+  std::mt19937_64 rng(99);
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t n = 2 + rng() % 7, m = n + rng() % 12;
+    Matrix a = random_matrix(rng, m, n);
+    std::vector<double> want = random_solution(rng, n);
+    const std::size_t zero = rng() % n;
+    for (auto& row : a) row[zero] = 0;
+    const std::vector<double> b = times(a, want);  // whatever want[zero] is, it adds nothing
+    want[zero] = 0;
+    const std::vector<double> got = non_negative_least_squares(a, b);
+    BOOST_TEST_REQUIRE(got.size() == n, "trial " << trial);
+    BOOST_TEST(got[zero] == 0, "trial " << trial);
+    const double scale = std::max(1.0, max_abs(want));
+    for (std::size_t j = 0; j < n; ++j)
+      BOOST_TEST(std::abs(got[j] - want[j]) <= 1e-9 * scale, "trial " << trial << ": x[" << j << "] = " << got[j]);
+  }
+  // Only zero columns: nothing to fit.
+  BOOST_TEST(non_negative_least_squares(Matrix(3, std::vector<double>(2, 0)), {1, 2, 3}) == std::vector<double>(2, 0),
+             tt::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes_a_catalogue_that_reads_back) {
+  ::setenv("ACTORLM_MODELS_DIR", ACTORLM_MODELS_DIR, 1);  // the default model
+  CalibrateOptions o;
+  o.config.engine.backend = config::Backend::cpu;
+  o.tp = {1};
+  o.grid = quick_calibration_grid();
+  o.repeats = 2;
+  o.name = "test-machine";
+  const Calibration c = run_calibration(o);
+
+  BOOST_TEST_REQUIRE(c.fits.size() == 1u);
+  const CalibrationFit& fit = c.fits[0];
+  BOOST_TEST(fit.tp == 1u);
+  BOOST_TEST(fit.hardware.key == "test-machine-tp1");
+  BOOST_TEST_REQUIRE(fit.points.size() == o.grid.size());
+  const sim::CostModel model(c.model, fit.hardware, {sim::ParallelKind::tensor, 1}, 16);
+  for (std::size_t i = 0; i < fit.points.size(); ++i) {
+    const CalibrationPoint& p = fit.points[i];
+    const CalibrationShape& s = o.grid[i];
+    BOOST_TEST_CONTEXT(s.describe()) {
+      BOOST_TEST((p.shape.chunk == s.chunk && p.shape.offset == s.offset && p.shape.batch == s.batch &&
+                  p.shape.context == s.context));
+      BOOST_TEST(p.measured_s > 0);
+      BOOST_TEST(p.predicted_s > 0);
+      // The shape as calibrate.hpp states it: the prefill chunk after its offset, and each
+      // decoding sequence at the position of the median timed step.
+      sim::StepShape shape;
+      if (s.chunk > 0) shape.add(s.chunk, s.offset + s.chunk, true);
+      for (std::uint32_t k = 0; k < s.batch; ++k) shape.add(1, s.context + o.repeats / 2 + 1, true);
+      BOOST_TEST(p.predicted_s == model.step_seconds(shape), tt::tolerance(1e-12));
+    }
+  }
+
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("calibrate_test_" + std::to_string(::getpid()) + ".toml");
+  std::ofstream(path) << hardware_catalogue_toml(c);
+  const sim::Catalogue read = sim::Catalogue::load(path.string(), "");
+  std::filesystem::remove(path);
+  const sim::Hardware& want = fit.hardware;
+  const sim::Hardware& got = read.hardware(want.key);
+  // The file prints rates with 6 significant digits (%.6g): within 5e-6 of the value, relative.
+  const auto close = tt::tolerance(1e-5);
+  BOOST_TEST(got.name == want.name);
+  BOOST_TEST(got.link == want.link);
+  BOOST_TEST(got.memory_bytes == want.memory_bytes, close);  // whole MiB
+  BOOST_TEST(got.bandwidth == want.bandwidth, close);
+  BOOST_TEST(got.flops == want.flops, close);
+  BOOST_TEST(got.link_bandwidth == want.link_bandwidth, close);
+  BOOST_TEST(got.link_latency == want.link_latency, close);
+  BOOST_TEST(got.host_bandwidth == want.host_bandwidth, close);
+  BOOST_TEST(got.compute_efficiency == want.compute_efficiency, close);
+  BOOST_TEST(got.memory_efficiency == want.memory_efficiency, close);
+  BOOST_TEST(got.link_efficiency == want.link_efficiency, close);
+  BOOST_TEST(got.kernel_launch == want.kernel_launch, close);
+  BOOST_TEST(got.cuda_context_bytes == want.cuda_context_bytes, close);
+  BOOST_TEST(got.small_gemm_rows == want.small_gemm_rows);
+  BOOST_TEST(got.small_gemm_flops == want.small_gemm_flops, close);
+  BOOST_TEST(got.gemm_weight_rate == want.gemm_weight_rate, close);
+  BOOST_TEST(got.attention_flops == want.attention_flops, close);
+  BOOST_TEST(got.prefill_attention_flops == want.prefill_attention_flops, close);
+  BOOST_TEST(got.step_overhead == want.step_overhead, close);
+}
