@@ -54,6 +54,7 @@ class EntryReader {
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded});
     return v * scale;
   }
+  bool has(std::string_view key) const { return reader_.has(key); }
   // Keys that may be left out: `absent` then.
   double optional_positive(std::string_view key, double scale, double absent) {
     if (!reader_.has(key)) return absent;
@@ -162,8 +163,8 @@ Hardware read_gpu(std::string key, EntryReader& r) {
   h.cuda_context_bytes = r.non_negative("cuda_context_mib", mib);
   h.small_gemm_rows = r.optional_count("small_gemm_rows", 1, 1 << 20, 0);
   h.small_gemm_flops = r.optional_positive("small_gemm_tflops", tera, 0);
-  if ((h.small_gemm_rows > 0) != (h.small_gemm_flops > 0))
-    r.fail(h.small_gemm_rows > 0 ? "small_gemm_rows" : "small_gemm_tflops",
+  if (r.has("small_gemm_rows") != r.has("small_gemm_tflops"))  // a bad value of either is reported once, above
+    r.fail(r.has("small_gemm_rows") ? "small_gemm_rows" : "small_gemm_tflops",
            "small_gemm_rows and small_gemm_tflops go together: give both or neither");
   h.gemm_weight_rate = r.optional_positive("gemm_dequant_gweights_per_s", giga, 0);
   h.attention_flops = r.optional_positive("attention_tflops", tera, 0);

@@ -20,9 +20,10 @@ tail -n 1 "$tmp/cal.out" | python3 -c '
 import json, sys
 j = json.loads(sys.stdin.read())
 assert j["bench"] == "calibrate" and len(j["fits"]) == 2, j
-for f in j["fits"]:
-    for k in ("small_gemm_tflops", "fp16_tflops", "attention_tflops", "prefill_attention_tflops"):
-        assert f[k] > 0, (k, f)
+for f in j["fits"]:  # a rate fitted as free is left out (0): a noisy machine may do that to a small term
+    assert f["fp16_tflops"] > 0, f
+    for k in ("small_gemm_tflops", "attention_tflops", "prefill_attention_tflops", "kernel_launch_us"):
+        assert f[k] >= 0, (k, f)
 assert j["fits"][1]["link_bandwidth_gbps"] > 0, j
 assert 0.5 < j["bytes_per_weight"] < 1.0, j  # Q4_1 matrices, not 2-byte weights
 ' || fail "calibrate JSON"

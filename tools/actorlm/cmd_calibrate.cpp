@@ -76,6 +76,7 @@ int run(const CalibrateArgs& a) {
       std::cout << fmt::format("  {:<34} {:11.3f} {:13.3f} {:+7.1f}% {:6.1f}%  {}\n", p.shape.describe(),
                                p.measured_s * 1e3, p.predicted_s * 1e3, 100 * (p.predicted_s / p.measured_s - 1),
                                100 * p.spread, p.bound);
+    for (const auto& d : f.dropped) std::cout << "  fitted as free, so left out: " << d << "\n";
     j["fits"].push_back(to_json(f));
   }
   std::cout << "hardware catalogue written to " << a.out << " (use it as [sim] hardware_catalogue)\n";

@@ -263,15 +263,30 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   const std::vector<double> x = non_negative_least_squares(a, b);
   std::array<double, param_count> theta{};
   for (std::size_t k = 0; k < used; ++k) theta[k] = scale[k] > 0 ? x[k] / scale[k] : 0;
-  for (std::size_t k : {small_gemm, large_gemm, attention, prefill_attention})
-    if (theta[k] <= 0)
-      throw std::runtime_error(std::string("calibrate: the fit left ") + param_names[k] +
-                               " undetermined (no shape of the grid costs anything there): widen the grid");
+  if (theta[large_gemm] <= 0)
+    throw std::runtime_error(std::string("calibrate: the fit found large GEMMs free (") + param_names[large_gemm] +
+                             " undetermined): the grid needs prefill chunks of " + std::to_string(small_rows) +
+                             " tokens or more");
 
   CalibrationFit f;
   f.tp = tp;
   f.hardware = hardware_of(theta, small_rows);
   sim::Hardware& h = f.hardware;
+  // A rate the fit finds free (noise on a grid where its term is small) is left out of the entry,
+  // so the cost model falls back to its default for that term.
+  if (theta[small_gemm] <= 0) {
+    h.small_gemm_rows = 0;
+    h.small_gemm_flops = 0;
+    f.dropped.push_back(std::string(param_names[small_gemm]) + " (few-row GEMMs then run at fp16_tflops)");
+  }
+  if (theta[attention] <= 0) {
+    h.attention_flops = 0;
+    f.dropped.push_back(std::string(param_names[attention]) + " (decode attention then runs at fp16_tflops)");
+  }
+  if (theta[prefill_attention] <= 0) {
+    h.prefill_attention_flops = 0;
+    f.dropped.push_back(std::string(param_names[prefill_attention]) + " (prefill attention then runs at the decode rate)");
+  }
   h.bandwidth = read_bytes_per_s / tp;  // the ranks share the machine's memory bandwidth
   h.host_bandwidth = h.bandwidth;
   // An all-reduce whose bytes cost nothing measurable: the link is as fast as memory.
@@ -365,7 +380,16 @@ std::vector<double> non_negative_least_squares(const std::vector<std::vector<dou
     for (std::size_t c = 0; c < k; ++c) z[cols[c]] = std::abs(g[c][c]) < 1e-300 ? 0 : g[c][k] / g[c][c];
     return z;
   };
-  constexpr double tol = 1e-12;
+  // Tolerances relative to the problem's scale (|A|_max |b|_max), so that scaling A or b does not
+  // change which columns are used.
+  double a_max = 0, b_max = 0;
+  for (std::size_t i = 0; i < m; ++i) {
+    b_max = std::max(b_max, std::abs(b[i]));
+    for (std::size_t j = 0; j < n; ++j) a_max = std::max(a_max, std::abs(a[i][j]));
+  }
+  if (a_max == 0 || b_max == 0) return x;
+  const double tol = 1e-12 * a_max * b_max;  // on the gradient A^T (b - A x)
+  const double x_tol = 1e-12 * b_max / a_max;  // on a solution's entries
   for (std::size_t outer = 0; outer < 3 * n + 3; ++outer) {
     const std::vector<double> w = gradient();
     std::size_t best = n;
@@ -376,17 +400,17 @@ std::vector<double> non_negative_least_squares(const std::vector<std::vector<dou
     for (std::size_t inner = 0; inner < 3 * n + 3; ++inner) {
       const std::vector<double> z = solve_passive();
       bool feasible = true;
-      for (std::size_t j = 0; j < n; ++j) feasible = feasible && (!passive[j] || z[j] > tol);
+      for (std::size_t j = 0; j < n; ++j) feasible = feasible && (!passive[j] || z[j] > x_tol);
       if (feasible) {
         x = z;
         break;
       }
       double alpha = 1;
       for (std::size_t j = 0; j < n; ++j)
-        if (passive[j] && z[j] <= tol) alpha = std::min(alpha, x[j] / (x[j] - z[j]));
+        if (passive[j] && z[j] <= x_tol) alpha = std::min(alpha, x[j] / (x[j] - z[j]));
       for (std::size_t j = 0; j < n; ++j) {
         x[j] += alpha * (z[j] - x[j]);
-        if (passive[j] && x[j] <= tol) {
+        if (passive[j] && x[j] <= x_tol) {
           passive[j] = false;
           x[j] = 0;
         }
@@ -397,6 +421,11 @@ std::vector<double> non_negative_least_squares(const std::vector<std::vector<dou
 }
 
 Calibration run_calibration(const CalibrateOptions& o) {
+  // The name becomes a bare TOML key ([gpu.NAME-tp1]).
+  if (o.name.empty() || o.name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") !=
+                            std::string::npos)
+    throw std::invalid_argument("calibrate: the name \"" + o.name +
+                                "\" must be letters, digits, '-' and '_' (it becomes a catalogue key)");
   const std::vector<CalibrationShape> grid = o.grid.empty() ? default_calibration_grid() : o.grid;
   const auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
@@ -489,12 +518,17 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     t += "compute_efficiency = 1\nmemory_efficiency = 1\nlink_efficiency = 1\n";
     t += fmt::format("kernel_launch_us = {}        # fitted: per operator\n", fixed_g(h.kernel_launch * 1e6));
     t += "cuda_context_mib = 0\n";
-    t += fmt::format("small_gemm_rows = {}\n", h.small_gemm_rows);
-    t += fmt::format("small_gemm_tflops = {}       # fitted\n", fixed_g(h.small_gemm_flops / 1e12));
+    if (h.small_gemm_rows > 0) {
+      t += fmt::format("small_gemm_rows = {}\n", h.small_gemm_rows);
+      t += fmt::format("small_gemm_tflops = {}       # fitted\n", fixed_g(h.small_gemm_flops / 1e12));
+    }
     if (h.gemm_weight_rate > 0)
       t += fmt::format("gemm_dequant_gweights_per_s = {}  # fitted\n", fixed_g(h.gemm_weight_rate / 1e9));
-    t += fmt::format("attention_tflops = {}        # fitted: decode attention\n", fixed_g(h.attention_flops / 1e12));
-    t += fmt::format("prefill_attention_tflops = {}  # fitted\n", fixed_g(h.prefill_attention_flops / 1e12));
+    if (h.attention_flops > 0)
+      t += fmt::format("attention_tflops = {}        # fitted: decode attention\n", fixed_g(h.attention_flops / 1e12));
+    if (h.prefill_attention_flops > 0)
+      t += fmt::format("prefill_attention_tflops = {}  # fitted\n", fixed_g(h.prefill_attention_flops / 1e12));
+    for (const auto& d : f.dropped) t += "# fitted as free, so left out: " + d + "\n";
     t += fmt::format("# Fit over {} shapes, {} thread(s) per rank: rms relative error {:.1f} %, max {:.1f} %.\n",
                      f.points.size(), f.threads_per_rank, 100 * f.rms_relative_error, 100 * f.max_relative_error);
     t += "#   shape                              measured ms  predicted ms   error  spread  costliest op\n";

@@ -62,6 +62,7 @@ struct CalibrationFit {
   std::vector<CalibrationPoint> points;
   double rms_relative_error = 0;
   double max_relative_error = 0;
+  std::vector<std::string> dropped;  // rates the fit found free, left out (the model's default applies)
 };
 
 struct Calibration {
@@ -90,7 +91,8 @@ std::vector<CalibrationShape> default_calibration_grid();
 std::vector<CalibrationShape> quick_calibration_grid();
 
 // Throws std::invalid_argument for a configuration the cpu backend refuses and
-// std::runtime_error when the grid leaves a parameter undetermined.
+// std::runtime_error when the fit finds large GEMMs free (a grid without large chunks). Other
+// rates it finds free are left out of the entry (CalibrationFit::dropped).
 Calibration run_calibration(const CalibrateOptions&);
 
 // A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,

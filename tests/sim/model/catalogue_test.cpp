@@ -222,10 +222,20 @@ BOOST_AUTO_TEST_CASE(leaves_every_optional_term_at_zero_when_its_key_is_absent) 
       BOOST_TEST(h.step_overhead == 0, h.key);
     }
     BOOST_TEST_REQUIRE(!c.all_models().empty());
-    for (const ModelPreset& m : c.all_models()) BOOST_TEST(m.weight_bytes == 2, m.key);
+    for (const ModelPreset& m : c.all_models())  // the cpu backend's quantized file aside (below)
+      if (m.key != "smollm2-135m-instruct-q4_1") BOOST_TEST(m.weight_bytes == 2, m.key);
   };
   check(Catalogue::builtin());
   check(Catalogue::parse(good_hardware, "hw.toml", good_models, "m.toml"));
+}
+
+BOOST_AUTO_TEST_CASE(describes_the_default_q4_1_file_as_the_instruct_model_with_its_bytes_per_weight) {
+  const Catalogue& c = Catalogue::builtin();
+  const ModelPreset& q = c.model("smollm2-135m-instruct-q4_1");
+  const ModelPreset& f = c.model("smollm2-135m-instruct");
+  BOOST_TEST((static_cast<const actorlm::model::Architecture&>(q) == static_cast<const actorlm::model::Architecture&>(f)));
+  // 96,576,768 bytes as the cpu backend holds the file, over its 134,515,008 weights.
+  BOOST_TEST(q.weight_bytes == 96576768.0 / 134515008.0, tt::tolerance(1e-6));
 }
 
 BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
@@ -264,6 +274,15 @@ const HalfPair half_pairs[] = {
 
 BOOST_DATA_TEST_CASE(names_file_line_and_key_of_a_small_gemm_key_given_without_its_partner, half_pairs, p) {
   BOOST_TEST(error_of(hardware_with(p.line), good_models) == p.error);
+}
+
+BOOST_AUTO_TEST_CASE(reports_a_bad_value_of_the_small_gemm_pair_once_and_not_as_a_missing_partner) {
+  for (const char* lines : {"small_gemm_rows = 0\nsmall_gemm_tflops = 1\n", "small_gemm_rows = 3.5\nsmall_gemm_tflops = 1\n",
+                            "small_gemm_rows = 32\nsmall_gemm_tflops = 0\n"}) {
+    const std::string what = error_of(hardware_with(lines), good_models);
+    BOOST_TEST(what.find('\n') == std::string::npos, lines << " gave more than one error: " << what);
+    BOOST_TEST(what.find("go together") == std::string::npos, what);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(range_checks_the_optional_keys_like_the_required_ones) {

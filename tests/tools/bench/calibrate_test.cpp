@@ -115,6 +115,27 @@ BOOST_AUTO_TEST_CASE(meets_the_optimality_conditions_for_any_right_hand_side) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(gives_the_same_answer_whatever_the_scale_of_the_problem) {
+  BOOST_TEST(non_negative_least_squares({{1e-7}}, {1e-6}).at(0) == 10.0, tt::tolerance(1e-12));
+  BOOST_TEST(non_negative_least_squares({{1}}, {1e-13}).at(0) == 1e-13, tt::tolerance(1e-12));
+  std::mt19937_64 rng(5);
+  for (int trial = 0; trial < 100; ++trial) {
+    const std::size_t n = 2 + rng() % 5, m = n + rng() % 8;
+    const Matrix a = random_matrix(rng, m, n);
+    std::vector<double> b(m);
+    for (auto& v : b) v = double(rng() % 2001) / 1000.0 - 1.0;
+    const std::vector<double> x = non_negative_least_squares(a, b);
+    for (const double s : {1e-9, 1e9}) {
+      Matrix as = a;
+      for (auto& row : as)
+        for (auto& v : row) v *= s;
+      const std::vector<double> xs = non_negative_least_squares(as, b);
+      for (std::size_t j = 0; j < n; ++j)
+        BOOST_TEST(std::abs(xs[j] * s - x[j]) <= 1e-9 * std::max(1.0, max_abs(x)), "trial " << trial << " scale " << s);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(gives_zero_to_a_column_that_is_all_zero) {
   std::mt19937_64 rng(99);
   for (int trial = 0; trial < 200; ++trial) {
