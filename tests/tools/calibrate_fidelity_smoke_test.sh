@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$actorlm" calibrate --quick --tp 1,3 --repeats 2 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err" \
+"$actorlm" calibrate --quick --tp 1,3 --repeats 2 --passes 1 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err" \
   || fail "calibrate exited $?: $(tail -5 "$tmp/cal.err")"
 grep -q '^\[gpu.here-tp1\]' "$tmp/hw.toml" || fail "no here-tp1 entry: $(cat "$tmp/hw.toml")"
 grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"

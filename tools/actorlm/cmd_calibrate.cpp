@@ -21,7 +21,8 @@ struct CalibrateArgs {
   std::string config;
   std::string model;
   std::vector<std::uint32_t> tp;  // empty: 1, and 2 where the model splits over 2
-  std::uint32_t repeats = 5;
+  std::uint32_t repeats = 3;
+  std::uint32_t passes = 3;
   std::string name = "cpu-local";
   std::string out = "calibrated-hardware.toml";
   bool quick = false;
@@ -52,6 +53,7 @@ int run(const CalibrateArgs& a) {
   if (!a.model.empty()) o.config.model.path = a.model;
   o.tp = a.tp;
   o.repeats = a.repeats;
+  o.passes = a.passes;
   o.name = a.name;
   if (a.quick) o.grid = bench::quick_calibration_grid();
   o.progress = [](const std::string& line) { spdlog::info("calibrate: {}", line); };
@@ -99,7 +101,8 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
                   "Tensor parallel degrees measured, one catalogue entry each (default: 1, and 2 where the model "
                   "splits over 2 ranks)")
       ->delimiter(',')->check(CLI::Range(1u, 64u));
-  cmd->add_option("--repeats", args->repeats, "Timed steps per shape (median)")->capture_default_str()->check(CLI::Range(1u, 1000u));
+  cmd->add_option("--repeats", args->repeats, "Timed steps per shape and pass (median)")->capture_default_str()->check(CLI::Range(1u, 1000u));
+  cmd->add_option("--passes", args->passes, "Passes over the whole grid (median of the passes)")->capture_default_str()->check(CLI::Range(1u, 100u));
   cmd->add_option("--name", args->name, "Catalogue key prefix: entries are NAME-tp1, NAME-tp2...")->capture_default_str();
   cmd->add_option("--out", args->out, "Hardware catalogue file written")->capture_default_str();
   cmd->add_flag("--quick", args->quick, "A nine-shape grid (seconds, for tests) instead of the full one (minutes)");

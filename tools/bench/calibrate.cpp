@@ -117,11 +117,11 @@ std::uint32_t blocks_for(std::uint32_t tokens, std::uint32_t block_size) {
   return (tokens + block_size - 1) / block_size;
 }
 
-// Device blocks one shape needs: its decoding sequences' (with room for the repeats) and one
-// prefill sequence's, reused by every repeat.
+// Device blocks one shape needs: its decoding sequences' (with room for the repeats) and a
+// prefill sequence's per repeat.
 std::uint32_t blocks_needed(const CalibrationShape& s, std::uint32_t repeats, std::uint32_t block_size) {
   return s.batch * blocks_for(s.context + repeats + 2, block_size) +
-         (s.chunk > 0 ? blocks_for(s.offset + s.chunk, block_size) : 0);
+         (s.chunk > 0 ? (repeats + 1) * blocks_for(s.offset + s.chunk, block_size) : 0);
 }
 
 kv::TokenId token_at(std::uint64_t i) { return static_cast<kv::TokenId>(100 + (i * 7919 + 13) % 40000); }
@@ -158,7 +158,10 @@ class ShapeRunner {
       first.added.push_back(new_seq(id, shape.context, greedy));
       first.seqs.push_back(work(id, shape.context - 1, shape.context, table(shape.context + repeats + 2)));
     }
-    const std::vector<kv::BlockId> prefill_table = shape.chunk > 0 ? table(shape.offset + shape.chunk) : std::vector<kv::BlockId>{};
+    // Each repeat's prefill writes blocks of its own, as a new request's would (not the ones the
+    // last repeat left in the caches).
+    std::vector<std::vector<kv::BlockId>> prefill_tables;
+    for (std::uint32_t r = 0; shape.chunk > 0 && r <= repeats; ++r) prefill_tables.push_back(table(shape.offset + shape.chunk));
     kv::SeqId prefill_seq = 0;
     std::vector<double> times;
     double seconds = 0;
@@ -169,7 +172,7 @@ class ShapeRunner {
       if (shape.chunk > 0) {
         prefill_seq = ++seq_;
         s.added.push_back(new_seq(prefill_seq, shape.offset + shape.chunk, greedy));
-        s.seqs.push_back(work(prefill_seq, shape.offset, shape.offset + shape.chunk, prefill_table));
+        s.seqs.push_back(work(prefill_seq, shape.offset, shape.offset + shape.chunk, prefill_tables[r]));
       }
       for (std::uint32_t i = 0; i < shape.batch; ++i) {
         const std::uint32_t at = shape.context + r;
@@ -472,14 +475,26 @@ Calibration run_calibration(const CalibrateOptions& o) {
     if (tp == 0) continue;
 
     ShapeRunner runner(shards, block_size);
-    say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks", tp, tp, backend.threads_per_rank, blocks));
+    say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks; {} passes over {} shapes", tp, tp,
+                    backend.threads_per_rank, blocks, o.passes, grid.size()));
     runner.touch_cache(blocks);
+    // Passes over the whole grid, so that a burst of load elsewhere on the machine spoils one
+    // pass of a few shapes rather than every repeat of one shape; each shape's time is the
+    // median over passes of each pass's median.
+    std::vector<std::vector<double>> per_pass(grid.size());
+    for (std::uint32_t pass = 0; pass < o.passes; ++pass)
+      for (std::size_t i = 0; i < grid.size(); ++i) {
+        per_pass[i].push_back(runner.measure(grid[i], o.repeats).first);
+        if (pass + 1 == o.passes)
+          say(fmt::format("tp {}: {:<32} {:9.2f} ms", tp, grid[i].describe(), median(per_pass[i]) * 1e3));
+      }
     std::vector<CalibrationPoint> points;
-    for (const auto& shape : grid) {
+    for (std::size_t i = 0; i < grid.size(); ++i) {
       CalibrationPoint p;
-      p.shape = shape;
-      std::tie(p.measured_s, p.spread) = runner.measure(shape, o.repeats);
-      say(fmt::format("tp {}: {:<32} {:9.2f} ms", tp, shape.describe(), p.measured_s * 1e3));
+      p.shape = grid[i];
+      p.measured_s = median(per_pass[i]);
+      const auto [lo, hi] = std::minmax_element(per_pass[i].begin(), per_pass[i].end());
+      p.spread = p.measured_s > 0 ? (*hi - *lo) / p.measured_s : 0;
       points.push_back(std::move(p));
     }
     CalibrationFit f = fit(out.model, tp, block_size, o.repeats, std::move(points), out.read_bytes_per_s);
@@ -532,6 +547,7 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     t += fmt::format("# Fit over {} shapes, {} thread(s) per rank: rms relative error {:.1f} %, max {:.1f} %.\n",
                      f.points.size(), f.threads_per_rank, 100 * f.rms_relative_error, 100 * f.max_relative_error);
     t += "#   shape                              measured ms  predicted ms   error  spread  costliest op\n";
+    t += "#   (measured: median over passes of each pass's median step; spread: (max - min) / median over passes)\n";
     for (const auto& p : f.points)
       t += fmt::format("#   {:<34} {:11.3f} {:13.3f} {:+6.1f} % {:5.1f} %  {}\n", p.shape.describe(), p.measured_s * 1e3,
                        p.predicted_s * 1e3, 100 * (p.predicted_s / p.measured_s - 1), 100 * p.spread, p.bound);

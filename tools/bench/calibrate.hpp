@@ -7,8 +7,9 @@
 // scheduler builds them: a prefill chunk of `chunk` tokens after `offset` cached positions, and/or
 // `batch` decoding sequences at `context` positions, greedy sampling. The KV blocks are written
 // before any step reads them (untouched pages would read as the kernel's zero page, for free);
-// their contents do not change the time. Each shape: one untimed step, then the median of
-// `repeats` steps (a decode sequence's context grows by one per step).
+// their contents do not change the time. Each shape, in each of `passes` passes over the grid:
+// one untimed step, then `repeats` steps (a decode sequence's context grows by one per step);
+// its time is the median over passes of each pass's median.
 //
 // Fitting: with the memory roofline set aside, the cost model's step time is linear in the
 // inverses of its compute rates and in its per-kernel cost: t = sum_k theta_k phi_k(shape), each
@@ -50,7 +51,7 @@ struct CalibrationShape {
 struct CalibrationPoint {
   CalibrationShape shape;
   double measured_s = 0;   // median step time
-  double spread = 0;       // (max - min) / median of the repeats
+  double spread = 0;       // (max - min) / median of the passes' medians
   double predicted_s = 0;  // the fitted cost model
   std::string bound;       // the operator that costs most in the prediction
 };
@@ -79,7 +80,8 @@ struct CalibrateOptions {
   // (SmolLM2-135M's 9 heads do not). A degree given here that the model refuses is an error.
   std::vector<std::uint32_t> tp;
   std::vector<CalibrationShape> grid;  // empty: default_calibration_grid()
-  std::uint32_t repeats = 5;
+  std::uint32_t repeats = 3;  // timed steps per shape and pass
+  std::uint32_t passes = 3;   // over the whole grid
   std::string name = "cpu-local";
   std::function<void(const std::string&)> progress;
 };

@@ -205,6 +205,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     if (o.quick) {
       co.grid = quick_calibration_grid();
       co.repeats = 2;
+      co.passes = 1;
     }
     co.progress = [&](const std::string& line) { say("calibrate: " + line); };
     const Calibration cal = run_calibration(co);

@@ -165,6 +165,7 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   o.tp = {1};
   o.grid = quick_calibration_grid();
   o.repeats = 2;
+  o.passes = 1;
   o.name = "test-machine";
   const Calibration c = run_calibration(o);
 
