@@ -93,8 +93,9 @@ std::vector<CalibrationShape> default_calibration_grid();
 std::vector<CalibrationShape> quick_calibration_grid();
 
 // Throws std::invalid_argument for a configuration the cpu backend refuses and
-// std::runtime_error when the fit finds large GEMMs free (a grid without large chunks). Other
-// rates it finds free are left out of the entry (CalibrationFit::dropped).
+// std::runtime_error when the fit finds every GEMM free. A rate it finds free is left out of the
+// entry (CalibrationFit::dropped) and the cost model's fallback applies (large GEMMs then run at
+// the few-row rate).
 Calibration run_calibration(const CalibrateOptions&);
 
 // A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,
