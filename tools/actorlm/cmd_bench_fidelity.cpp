@@ -45,6 +45,11 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                      {"clients", c.c.clients},
                      {"requests", c.c.spec.requests},
                      {"measured", metrics_json(c.measured)},
+                     {"rounds", [&] {
+                        nlohmann::json a = nlohmann::json::array();
+                        for (const auto& m : c.rounds) a.push_back(metrics_json(m));
+                        return a;
+                      }()},
                      {"simulated", metrics_json(c.simulated)},
                      {"error_throughput", c.error(&M::throughput)},
                      {"error_p90_ttft", c.error(&M::ttft_p90)},
@@ -93,6 +98,8 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--kv-blocks", o->kv_blocks, "KV blocks of both runs (cache.num_gpu_blocks_override)")
       ->capture_default_str()->check(CLI::Range(64u, 1u << 20));
   cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median")
+      ->capture_default_str()->check(CLI::Range(1u, 20u));
   cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
   cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
   cmd->callback([o, out, &exit_code] {

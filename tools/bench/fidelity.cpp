@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -127,6 +128,22 @@ FidelityMetrics metrics_of(const sim::Summary& s) {
   return m;
 }
 
+// Each figure's median over rounds (the mean of the middle two for an even count).
+FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
+  const auto mid = [&](double FidelityMetrics::*m) {
+    std::vector<double> v;
+    for (const auto& r : rounds) v.push_back(r.*m);
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  FidelityMetrics out = rounds.front();
+  for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
+                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90})
+    out.*m = mid(m);
+  return out;
+}
+
 std::string self_binary() {
   std::error_code ec;
   const auto p = fs::read_symlink("/proc/self/exe", ec);
@@ -234,49 +251,58 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
 
   // 3. Every case, measured then simulated.
   const auto cases = fidelity_cases(o);
-  for (std::size_t i = 0; i < cases.size(); ++i) {
+  // Measures case i once (a fresh server each time).
+  const auto measure = [&](std::size_t i, std::uint32_t round) {
     const FidelityCase& c = cases[i];
     const std::string label = fmt::format("{} / {} / {} clients", c.workload, config::to_string(c.regime), c.clients);
-    say(fmt::format("case {}/{}: {}", i + 1, cases.size(), label));
+    say(fmt::format("case {}/{}{}: {}", i + 1, cases.size(),
+                    o.rounds > 1 ? fmt::format(" (round {}/{})", round + 1, o.rounds) : "", label));
     config::Config cfg = case_config(o, c);
     cfg.server.port = free_port();
     const fs::path cfg_file = work / fmt::format("serve-{}.toml", i + 1);
     std::ofstream(cfg_file) << config::to_toml(cfg);
     const auto requests = sim::generate(c.spec, o.seed);
     const auto closed = std::get<sim::ClosedLoopArrivals>(c.spec.arrival);
-
-    FidelityResult r;
-    r.c = c;
-    {
-      ServerProcess server(binary, cfg_file.string(), (work / fmt::format("serve-{}.log", i + 1)).string());
-      const ServerUrl url = parse_server_url(fmt::format("http://127.0.0.1:{}", cfg.server.port));
-      wait_ready(server, url);
-      ClientBenchOptions co;
-      co.server = url;
-      co.model = cfg.model.name;
-      co.warn = [&](const std::string& line) { say("warning: " + line); };
-      PromptBuilder prompts(tokenizer, o.seed + i);
-      // One request first, unmeasured: the server's first step pays for warming up.
-      (void)run_client_workload({sim::WorkloadRequest{0, 16, 4}}, sim::ClosedLoopArrivals{1, 0}, prompts, co);
-      const ClientRun run = run_client_workload(requests, closed, prompts, co);
-      r.measured = metrics_of(sim::summarize(run.requests, {}));
-      if (r.measured.completed != requests.size()) {
-        std::string kinds;
-        for (const auto& [kind, n] : run.errors) kinds += fmt::format(" {} x{}", kind, n);
-        throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label,
-                                             r.measured.completed, requests.size(), kinds, server.tail()));
-      }
+    ServerProcess server(binary, cfg_file.string(), (work / fmt::format("serve-{}.log", i + 1)).string());
+    const ServerUrl url = parse_server_url(fmt::format("http://127.0.0.1:{}", cfg.server.port));
+    wait_ready(server, url);
+    ClientBenchOptions co;
+    co.server = url;
+    co.model = cfg.model.name;
+    co.warn = [&](const std::string& line) { say("warning: " + line); };
+    PromptBuilder prompts(tokenizer, o.seed + i);
+    // One request first, unmeasured: the server's first step pays for warming up.
+    (void)run_client_workload({sim::WorkloadRequest{0, 16, 4}}, sim::ClosedLoopArrivals{1, 0}, prompts, co);
+    const ClientRun run = run_client_workload(requests, closed, prompts, co);
+    const FidelityMetrics m = metrics_of(sim::summarize(run.requests, {}));
+    if (m.completed != requests.size()) {
+      std::string kinds;
+      for (const auto& [kind, n] : run.errors) kinds += fmt::format(" {} x{}", kind, n);
+      throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label, m.completed,
+                                           requests.size(), kinds, server.tail()));
     }
-    config::Config sim_cfg = cfg;
+    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", m.throughput, m.ttft_p90, m.e2e_p90));
+    return m;
+  };
+  // Rounds over all the cases (not one case after another), so that a slow spell of the
+  // machine falls on one round of several cases; each figure is the median over rounds.
+  std::vector<std::vector<FidelityMetrics>> rounds(cases.size());
+  for (std::uint32_t round = 0; round < std::max(1u, o.rounds); ++round)
+    for (std::size_t i = 0; i < cases.size(); ++i) rounds[i].push_back(measure(i, round));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    FidelityResult r;
+    r.c = cases[i];
+    r.rounds = rounds[i];
+    r.measured = median_of(rounds[i]);
+    config::Config sim_cfg = case_config(o, cases[i]);
     sim_cfg.engine.backend = config::Backend::sim;
     sim_cfg.sim.hardware = report.hardware_key;
     sim_cfg.model.preset = sim_model_preset;
     sim::SimulationOptions so;
     so.keep_records = false;
-    r.simulated = metrics_of(sim::simulate(sim_cfg, catalogue, c.spec, o.seed, so).summary);
-    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; simulated {:.1f}, {:.3f}, {:.3f}",
-                    r.measured.throughput, r.measured.ttft_p90, r.measured.e2e_p90, r.simulated.throughput,
-                    r.simulated.ttft_p90, r.simulated.e2e_p90));
+    r.simulated = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, so).summary);
+    say(fmt::format("case {}: simulated {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", i + 1,
+                    r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));
     report.cases.push_back(std::move(r));
   }
 

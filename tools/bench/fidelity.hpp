@@ -34,6 +34,7 @@ struct FidelityOptions {
   std::uint32_t max_num_seqs = 16;   // the full batch; the low load is a quarter of it
   std::uint32_t kv_blocks = 1024;    // both runs
   std::uint64_t seed = 1;
+  std::uint32_t rounds = 1;          // measurements of every case (rounds over all cases); median
   bool quick = false;                // quick calibration grid and one small case (CTest)
   std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
   std::string hardware_key;          // its entry (default: the first)
@@ -50,7 +51,8 @@ struct FidelityMetrics {
 
 struct FidelityResult {
   FidelityCase c;
-  FidelityMetrics measured, simulated;
+  FidelityMetrics measured, simulated;  // measured: each figure's median over the rounds
+  std::vector<FidelityMetrics> rounds;   // every measurement
   double error(double FidelityMetrics::*m) const;  // simulated / measured - 1 (0 when measured is 0)
 };
 
