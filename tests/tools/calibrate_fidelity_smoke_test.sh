@@ -62,6 +62,7 @@ j = json.loads(sys.stdin.read())
 assert j["bench"] == "fidelity" and j["cases"] == 1, j
 for k in ("mean_abs_error_throughput", "mean_abs_error_p90_e2e", "max_abs_error_throughput", "max_abs_error_p90_e2e"):
     assert math.isfinite(j[k]) and j[k] >= 0, (k, j)
+assert math.isfinite(j["machine_drift"]) and j["machine_drift"] > -1, j
 ' || fail "fidelity JSON"
 python3 - "$tmp/fid/fidelity.json" <<'PY' || fail "fidelity.json"
 import json, sys

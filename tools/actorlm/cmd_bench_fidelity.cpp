@@ -61,7 +61,9 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                            "{:.1f} %, {:.1f} %\n",
                            100 * r.mean_abs_error_throughput, 100 * r.mean_abs_error_p90_e2e,
                            100 * r.mean_abs_error_p90_ttft, 100 * r.max_abs_error_throughput,
-                           100 * r.max_abs_error_p90_e2e, 100 * r.max_abs_error_p90_ttft);
+                           100 * r.max_abs_error_p90_e2e, 100 * r.max_abs_error_p90_ttft)
+            << fmt::format("machine drift over the run: {:+.1f} % (the quick grid's step time, end against start)\n",
+                           100 * r.machine_drift);
   const nlohmann::json j = {{"bench", "fidelity"},
                             {"hardware", r.hardware_key},
                             {"cases", r.cases.size()},
@@ -70,7 +72,8 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"max_abs_error_throughput", r.max_abs_error_throughput},
                             {"max_abs_error_p90_e2e", r.max_abs_error_p90_e2e},
                             {"mean_abs_error_p90_ttft", r.mean_abs_error_p90_ttft},
-                            {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft}};
+                            {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft},
+                            {"machine_drift", r.machine_drift}};
   if (!out_dir.empty()) {
     std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
     std::ofstream(out_dir + "/fidelity.txt") << table;

@@ -242,6 +242,21 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     report.calibration_toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
 
+  // The machine's speed now, to compare with its speed at the end: the quick grid's total time.
+  const auto probe = [&](const char* when) {
+    CalibrateOptions po;
+    po.config.model.path = o.model_path;
+    po.tp = {1};
+    po.grid = quick_calibration_grid();
+    po.repeats = 2;
+    po.passes = 1;
+    double total = 0;
+    for (const auto& p : run_calibration(po).fits.at(0).points) total += p.measured_s;
+    say(fmt::format("speed probe ({}): the quick grid's steps took {:.1f} ms", when, total * 1e3));
+    return total;
+  };
+  const double probe_start = probe("start");
+
   // 2. The tokenizer for exact prompt lengths.
   config::Config model_cfg;
   model_cfg.model.path = o.model_path;
@@ -305,6 +320,12 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
                     r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));
     report.cases.push_back(std::move(r));
   }
+
+  report.machine_drift = probe("end") / probe_start - 1;
+  if (std::abs(report.machine_drift) > 0.05)
+    say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: the calibration "
+                    "describes it only for part of the run, and the figures say as much about that as about the model",
+                    100 * report.machine_drift));
 
   // 4. The figures.
   const auto fold = [&](double FidelityMetrics::*m, double& mean, double& max) {

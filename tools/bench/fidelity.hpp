@@ -63,6 +63,9 @@ struct FidelityReport {
   double mean_abs_error_throughput = 0, max_abs_error_throughput = 0;
   double mean_abs_error_p90_e2e = 0, max_abs_error_p90_e2e = 0;
   double mean_abs_error_p90_ttft = 0, max_abs_error_p90_ttft = 0;
+  // The quick calibration grid's total step time at the end over the same at the start, minus 1:
+  // how much the machine's speed moved during the run (the calibration holds for the start).
+  double machine_drift = 0;
 };
 
 // The cases: 3 workloads x {continuous, paged} x {max_num_seqs / 4, max_num_seqs} clients, or
