@@ -250,8 +250,9 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     po.grid = quick_calibration_grid();
     po.repeats = 2;
     po.passes = 1;
+    const Calibration c = run_calibration(po);  // kept: a range-for over a temporary's member would dangle
     double total = 0;
-    for (const auto& p : run_calibration(po).fits.at(0).points) total += p.measured_s;
+    for (const auto& p : c.fits.at(0).points) total += p.measured_s;
     say(fmt::format("speed probe ({}): the quick grid's steps took {:.1f} ms", when, total * 1e3));
     return total;
   };
