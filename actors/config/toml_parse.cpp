@@ -81,8 +81,8 @@ toml::parse_error with_original_characters(const toml::parse_error& e, std::stri
 
 // In valid TOML: the first hole character that toml++ would test for whitespace after a backslash
 // in a multi-line basic string (the escaped character, or the first after a line-ending
-// backslash's line breaks and spaces, the non-ASCII spaces toml++ skips there included). Strings are found as in valid TOML, where a quote outside strings and
-// comments always opens one.
+// backslash's line breaks and spaces, the non-ASCII spaces toml++ skips there included).
+// Strings are found as in valid TOML, where a quote outside strings and comments always opens one.
 std::optional<toml::source_position> hole_after_a_multi_line_backslash(std::string_view text) {
   toml::source_position where{1, 1};
   std::size_t i = 0;

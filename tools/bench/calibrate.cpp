@@ -3,7 +3,6 @@
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "actors/shard/cpu/cpu_shard.hpp"
 #include "kernels/cpu/model/matmul.hpp"
-#include "model/arch/sharding.hpp"
 #include "sim/model/cost_model.hpp"
 #include "sim/model/memory_model.hpp"
 #include "tools/bench/cpu_bench.hpp"
@@ -131,7 +130,8 @@ class ShapeRunner {
   ShapeRunner(std::vector<std::unique_ptr<shard::CpuShard>>& shards, std::uint32_t block_size)
       : shards_(shards), block_size_(block_size) {}
 
-  // Writes every device block once (a copy of block 1 into all, then back into block 0).
+  // Writes every device block once: block 1 into block 0, block 0 into block 1, then block 1 into
+  // every other block.
   void touch_cache(std::uint32_t blocks) {
     shard::Step s = next();
     for (std::uint32_t b = 0; b < blocks; ++b) s.copies.push_back({b == 1 ? 0u : 1u, b});
@@ -235,15 +235,6 @@ class ShapeRunner {
   kv::SeqId seq_ = 0;
 };
 
-// The weights' bytes per element as the backend holds them (rank 0 of TP 1 counts them all).
-double bytes_per_weight(const sim::ModelPreset& m, std::size_t weight_bytes) {
-  const model::RankShard r = sim::rank_shard(m, 1);
-  double elems = double(m.layers) * double(model::layer_weight_elements(m, r)) + double(m.vocab) * m.hidden +
-                 double(m.norm_params());
-  if (!m.tied_embeddings) elems += double(m.vocab) * m.hidden;
-  return double(weight_bytes) / elems;
-}
-
 CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
                    std::vector<CalibrationPoint> points, double read_bytes_per_s) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
@@ -257,7 +248,8 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
     a.push_back(std::move(row));
     b.push_back(1.0);
   }
-  // Columns scaled to unit maximum for the solver's tolerances, unscaled after.
+  // Columns scaled to unit maximum (their rates span 15 orders of magnitude), unscaled after, so
+  // that the solver's normal equations stay well conditioned.
   std::vector<double> scale(used, 0);
   for (const auto& row : a)
     for (std::size_t k = 0; k < used; ++k) scale[k] = std::max(scale[k], row[k]);
@@ -474,7 +466,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
       static_cast<model::Architecture&>(out.model) = backend.arch;
       out.model.key = "calibrated";
       out.model.name = backend.arch.describe();
-      out.model.weight_bytes = bytes_per_weight(out.model, backend.weight_bytes);
+      out.model.weight_bytes = double(backend.weight_bytes) / double(out.model.params());  // as held at TP 1
     }
     if (tp == 0) continue;
 

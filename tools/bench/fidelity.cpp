@@ -124,7 +124,6 @@ FidelityMetrics metrics_of(const sim::Summary& s) {
   m.e2e_p50 = s.e2e_s.p50;
   m.e2e_p90 = s.e2e_s.p90;
   m.completed = s.completed;
-  m.requests = s.requests;
   return m;
 }
 
@@ -142,13 +141,6 @@ FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
                  &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90})
     out.*m = mid(m);
   return out;
-}
-
-std::string self_binary() {
-  std::error_code ec;
-  const auto p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw std::runtime_error("fidelity: cannot find this binary (/proc/self/exe); give --server");
-  return p.string();
 }
 
 // Waits until the server lists its model (the engine is up), or throws with its log.
@@ -212,6 +204,14 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / fmt::format("actorlm-fidelity-{}", ::getpid())
                                            : fs::path(o.work_dir);
   fs::create_directories(work);
+  // A directory of our own making goes when the run ends; --out's stays.
+  struct RemoveTemporary {
+    fs::path dir;
+    ~RemoveTemporary() {
+      std::error_code ignored;
+      if (!dir.empty()) fs::remove_all(dir, ignored);
+    }
+  } remove_temporary{o.work_dir.empty() ? work : fs::path()};
 
   // 1. The calibrated hardware.
   const fs::path catalogue_path = o.hardware_catalogue.empty() ? work / "hardware.toml" : fs::path(o.hardware_catalogue);
@@ -263,7 +263,9 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   model_cfg.model.path = o.model_path;
   const std::string model_path = shard::resolve_model_path(model_cfg);
   const auto tokenizer = load_tokenizer_file(model_path);
-  const std::string binary = o.server_command.empty() ? self_binary() : o.server_command;
+  // This binary as the server (as default_client_command() re-executes it as the load client):
+  // /proc/self/exe still runs it if the file is rebuilt meanwhile.
+  const std::string binary = "/proc/self/exe";
 
   // 3. Every case, measured then simulated.
   const auto cases = fidelity_cases(o);

@@ -38,15 +38,15 @@ struct FidelityOptions {
   bool quick = false;                // quick calibration grid and one small case (CTest)
   std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
   std::string hardware_key;          // its entry (default: the first)
-  std::string work_dir;              // server configs and logs; empty: a temporary directory
-  std::string server_command;        // the actorlm binary (default: this one)
+  std::string work_dir;              // server configs and logs; empty: a temporary directory,
+                                     // removed at the end
   std::function<void(const std::string&)> progress;
 };
 
 struct FidelityMetrics {
   double throughput = 0;  // output tokens/s
   double ttft_p50 = 0, ttft_p90 = 0, e2e_p50 = 0, e2e_p90 = 0;  // s
-  std::size_t completed = 0, requests = 0;
+  std::size_t completed = 0;
 };
 
 struct FidelityResult {
