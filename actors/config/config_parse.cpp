@@ -108,6 +108,13 @@ void read_sim(TableReader& r, SimConfig& c) {
 
 void read_cluster(TableReader& r, ClusterConfig& c) {
   r.string_array("workers", c.workers, is_host_port, "\"host:port\" with port in [1, 65535]");
+  r.integer_array("placement", c.placement, {0, 1023});
+  r.string("tls_cert", c.tls_cert);
+  r.string("tls_key", c.tls_key);
+  r.string("tls_ca", c.tls_ca);
+  r.boolean("insecure", c.insecure);
+  r.number("connect_timeout_s", c.connect_timeout_s, {0, 3600, /*lo_open=*/true});
+  r.number("heartbeat_interval_s", c.heartbeat_interval_s, {0.01, 60});
 }
 
 // One reader per section, kept after reading so cross-field rules can find positions.
@@ -184,6 +191,66 @@ void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
                               " would go unnoticed; use \"exit\" to stop another rank");
 }
 
+// Placement names a worker per rank and leaves none idle; TLS files come together; plaintext
+// leaves the machine only when asked for; a cluster serves in wall-clock time.
+void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
+  const auto& k = c.cluster;
+  if (!s.cluster.valid("workers") || !s.cluster.valid("placement") || !s.engine.valid("tensor_parallel_degree")) return;
+  const auto tp = c.engine.tensor_parallel_degree;
+  const std::string n = std::to_string(k.workers.size());
+  if (!k.placement.empty()) {
+    if (k.workers.empty())
+      add_cross_field_error(errors, {{s.cluster, "placement"}, {s.cluster, "workers"}},
+                            "cluster.placement is set but cluster.workers is empty");
+    else if (std::int64_t(k.placement.size()) != tp)
+      add_cross_field_error(errors, {{s.cluster, "placement"}, {s.engine, "tensor_parallel_degree"}},
+                            "cluster.placement has " + std::to_string(k.placement.size()) +
+                                " entries; it needs one per rank (engine.tensor_parallel_degree = " + std::to_string(tp) + ")");
+    else if (auto bad = std::find_if(k.placement.begin(), k.placement.end(),
+                                     [&](std::int64_t w) { return w >= std::int64_t(k.workers.size()); });
+             bad != k.placement.end())
+      add_cross_field_error(errors, {{s.cluster, "placement"}, {s.cluster, "workers"}},
+                            "cluster.placement[" + std::to_string(bad - k.placement.begin()) + "] = " + std::to_string(*bad) +
+                                " names no worker (cluster.workers has " + n + ", indices 0 to " +
+                                std::to_string(k.workers.size() - 1) + ")");
+    else
+      for (std::size_t w = 0; w < k.workers.size(); ++w)
+        if (std::find(k.placement.begin(), k.placement.end(), std::int64_t(w)) == k.placement.end()) {
+          add_cross_field_error(errors, {{s.cluster, "placement"}, {s.cluster, "workers"}},
+                                "cluster.placement gives worker " + std::to_string(w) + " (" + k.workers[w] +
+                                    ") no rank; every worker in cluster.workers must host one");
+          break;
+        }
+  } else if (std::int64_t(k.workers.size()) > tp) {
+    add_cross_field_error(errors, {{s.cluster, "workers"}, {s.engine, "tensor_parallel_degree"}},
+                          "cluster.workers names " + n + " workers but engine.tensor_parallel_degree = " +
+                              std::to_string(tp) + " gives only " + std::to_string(tp) + " ranks to place");
+  }
+  const int tls_files = int(!k.tls_cert.empty()) + int(!k.tls_key.empty()) + int(!k.tls_ca.empty());
+  if (tls_files != 0 && tls_files != 3)
+    add_cross_field_error(errors, {{s.cluster, "tls_cert"}, {s.cluster, "tls_key"}, {s.cluster, "tls_ca"}},
+                          "cluster.tls_cert, tls_key and tls_ca go together: set all three (mutual TLS) or none");
+  if (tls_files == 3 && k.insecure)
+    add_cross_field_error(errors, {{s.cluster, "insecure"}, {s.cluster, "tls_cert"}},
+                          "cluster.insecure = true contradicts the TLS files set: remove one or the other");
+  if (tls_files == 0 && !k.insecure)
+    for (std::size_t w = 0; w < k.workers.size(); ++w) {
+      std::string host;
+      std::uint16_t port = 0;
+      if (split_host_port(k.workers[w], host, port) && !is_loopback_host(host)) {
+        add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "tls_cert"}},
+                              "cluster.workers[" + std::to_string(w) + "] = \"" + k.workers[w] +
+                                  "\" is not on this machine, and the cluster has no TLS: set cluster.tls_cert, "
+                                  "tls_key and tls_ca (tools/cluster/make_certs.sh makes them), or cluster.insecure = true");
+        break;
+      }
+    }
+  if (!k.workers.empty() && s.engine.valid("backend") && s.sim.valid("clock") && c.engine.backend == Backend::sim &&
+      c.sim.clock == SimClock::virtual_time)
+    add_cross_field_error(errors, {{s.cluster, "workers"}, {s.sim, "clock"}},
+                          "sim shards on cluster workers run in wall-clock time: set sim.clock = \"wall\"");
+}
+
 void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& errors) {
   const auto& sched = c.scheduler;
   if (s.scheduler.valid("max_num_batched_tokens") && s.scheduler.valid("max_num_seqs") &&
@@ -213,9 +280,43 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
                           "entry, e.g. \"falcon-40b\"), which is empty");
   }
   check_sim_fault(c, s, errors);
+  check_cluster(c, s, errors);
 }
 
 }  // namespace
+
+std::vector<std::uint32_t> worker_of_rank(const ClusterConfig& c, std::int64_t tensor_parallel_degree) {
+  std::vector<std::uint32_t> out;
+  if (c.workers.empty()) return out;
+  const std::int64_t n = std::int64_t(c.workers.size());
+  for (std::int64_t r = 0; r < tensor_parallel_degree; ++r) {
+    if (!c.placement.empty()) {
+      out.push_back(static_cast<std::uint32_t>(c.placement.at(std::size_t(r))));
+      continue;
+    }
+    // Worker i hosts [i * tp / n, (i + 1) * tp / n): the largest i with i * tp / n <= r.
+    std::int64_t w = 0;
+    while (w + 1 < n && (w + 1) * tensor_parallel_degree / n <= r) ++w;
+    out.push_back(static_cast<std::uint32_t>(w));
+  }
+  return out;
+}
+
+bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {
+  if (!is_host_port(text)) return false;
+  const auto colon = text.rfind(':');
+  std::string_view h = text.substr(0, colon);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  int value = 0;
+  std::from_chars(text.data() + colon + 1, text.data() + text.size(), value);
+  host.assign(h);
+  port = static_cast<std::uint16_t>(value);
+  return !host.empty();
+}
+
+bool is_loopback_host(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.substr(0, 4) == "127.";
+}
 
 ParseResult parse_config(std::string_view toml_text, std::string_view file) {
   ParseResult result;

@@ -80,6 +80,12 @@ class TomlWriter {
     text += ']';
     line(key, text);
   }
+  void entry(std::string_view key, const std::vector<std::int64_t>& values) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < values.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(values[i]);
+    text += ']';
+    line(key, text);
+  }
 
  private:
   void line(std::string_view key, std::string_view value) {
@@ -159,6 +165,13 @@ std::string to_toml(const Config& c) {
 
   w.section("cluster");
   w.entry("workers", c.cluster.workers);
+  w.entry("placement", c.cluster.placement);
+  w.entry("tls_cert", c.cluster.tls_cert);
+  w.entry("tls_key", c.cluster.tls_key);
+  w.entry("tls_ca", c.cluster.tls_ca);
+  w.entry("insecure", c.cluster.insecure);
+  w.entry("connect_timeout_s", c.cluster.connect_timeout_s);
+  w.entry("heartbeat_interval_s", c.cluster.heartbeat_interval_s);
   return out;
 }
 

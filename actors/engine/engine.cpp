@@ -14,13 +14,14 @@
 namespace actorlm::engine {
 
 EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
-                          const ShardFactory& make_shard) {
+                          const ShardFactory& make_shard, std::vector<std::string> shard_locations) {
   if (kv.device_blocks == 0)
     throw std::invalid_argument("engine: the KV cache has no blocks (memory budget too small?)");
   if (!make_shard) throw std::invalid_argument("engine: no shard factory for backend '" +
                                                std::string(config::to_string(cfg.engine.backend)) + "'");
   auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
   opt.vocab_size = kv.vocab_size;
+  opt.shard_locations = std::move(shard_locations);
   kv::BlockManagerOptions bm;
   bm.num_device_blocks = kv.device_blocks;
   bm.num_host_blocks = kv.host_blocks;
@@ -44,8 +45,8 @@ void stop_engine(const EngineActors& a) {
 }
 
 Engine::Engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
-               const ShardFactory& make_shard)
-    : sys_(sys), actors_(spawn_engine(sys, cfg, kv, make_shard)) {}
+               const ShardFactory& make_shard, std::vector<std::string> shard_locations)
+    : sys_(sys), actors_(spawn_engine(sys, cfg, kv, make_shard, std::move(shard_locations))) {}
 
 Engine::~Engine() { stop_engine(actors_); }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace caf { class actor_system; }
@@ -35,15 +36,17 @@ struct EngineActors {
 };
 
 // Throws std::invalid_argument when the configuration cannot be served (no KV blocks...).
+// `shard_locations` ([world] or empty) names where each rank runs, for error messages.
 EngineActors spawn_engine(caf::actor_system&, const config::Config&, KvCapacity,
-                          const ShardFactory&);
+                          const ShardFactory&, std::vector<std::string> shard_locations = {});
 // Stops every actor of the engine.
 void stop_engine(const EngineActors&);
 
 // Thread-safe: each call waits on a scoped actor of its own.
 class Engine {
  public:
-  Engine(caf::actor_system&, const config::Config&, KvCapacity, const ShardFactory&);
+  Engine(caf::actor_system&, const config::Config&, KvCapacity, const ShardFactory&,
+         std::vector<std::string> shard_locations = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -49,6 +50,8 @@ struct SchedulerOptions {
   double swap_s_per_block = 2e-5;
   // The scheduler actor's deadline for a step's answer and a reservation's (engine.step_timeout_s).
   Time step_timeout = 60'000'000'000;
+  // Where each rank's shard runs, for error messages ("worker 10.0.0.2:7001"); empty: here.
+  std::vector<std::string> shard_locations;
 
   static SchedulerOptions from(const config::Config&, std::uint32_t num_device_blocks,
                                std::uint32_t num_host_blocks);

@@ -51,6 +51,12 @@ std::string seconds_text(Time ns) {
   return buf;
 }
 
+// "shard rank 1", or with the rank on another machine "shard rank 1 on worker 10.0.0.2:7001".
+std::string shard_label(self_ptr self, std::size_t rank) {
+  const auto& where = self->state.policy->options().shard_locations;
+  return "shard rank " + std::to_string(rank) + (rank < where.size() ? " on " + where[rank] : std::string());
+}
+
 // One message per sink per step, however many of its requests produced tokens. `error` goes
 // with the batches when some of the finishes are FinishReason::error.
 void deliver(self_ptr self, StepEvents ev, const std::string& error = {}) {
@@ -158,7 +164,7 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
           [self, id](caf::error& err) {
             auto& st = self->state;
             if (st.phase != Phase::executing || st.phase_step != id) return;
-            fail_step(self, "shard rank 0 failed step " + std::to_string(id) + ": " +
+            fail_step(self, shard_label(self, 0) + " failed step " + std::to_string(id) + ": " +
                                 self->system().render(err));
           });
 }
@@ -214,7 +220,7 @@ void on_watchdog(self_ptr self) {
   }
   const std::string limit = seconds_text(st.policy->options().step_timeout) + " (engine.step_timeout_s)";
   if (st.phase == Phase::executing)
-    fail_step(self, "shard rank 0 did not answer step " + std::to_string(st.phase_step) + " within " + limit);
+    fail_step(self, shard_label(self, 0) + " did not answer step " + std::to_string(st.phase_step) + " within " + limit);
   else
     fail_engine(self, "the block manager did not answer the reservation for step " +
                           std::to_string(st.phase_step) + " within " + limit);
@@ -225,7 +231,7 @@ std::string component_name(self_ptr self, const caf::actor_addr& who) {
   auto& st = self->state;
   if (who == st.block_manager.address()) return "the block manager";
   for (std::size_t rank = 0; rank < st.shards.size(); ++rank)
-    if (st.shards[rank] && who == st.shards[rank].address()) return "shard rank " + std::to_string(rank);
+    if (st.shards[rank] && who == st.shards[rank].address()) return shard_label(self, rank);
   return {};
 }
 

@@ -38,7 +38,15 @@ std::vector<std::string> registered_backends() {
   return out;
 }
 
-Backend load_backend(const config::Config& cfg) {
+RankHosting RankHosting::all(const config::Config& cfg) {
+  RankHosting h;
+  for (std::int64_t r = 0; r < cfg.engine.tensor_parallel_degree; ++r) h.ranks.push_back(static_cast<std::uint32_t>(r));
+  return h;
+}
+
+Backend load_backend(const config::Config& cfg) { return load_backend(cfg, RankHosting::all(cfg)); }
+
+Backend load_backend(const config::Config& cfg, const RankHosting& hosting) {
   const std::string_view name = config::to_string(cfg.engine.backend);
   BackendLoader loader;
   {
@@ -52,8 +60,8 @@ Backend load_backend(const config::Config& cfg) {
     throw std::invalid_argument("engine.backend = \"" + std::string(name) +
                                 "\" is not available in this build (built with: " + known + ")");
   }
-  Backend b = loader(cfg);
-  if (!b.factory || !b.codec)
+  Backend b = loader(cfg, hosting);
+  if ((!b.factory && !hosting.ranks.empty()) || !b.codec)
     throw std::logic_error("backend '" + std::string(name) + "' returned no shard factory or text codec");
   return b;
 }

@@ -10,6 +10,7 @@
 
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
+#include "kernels/rendezvous_store.hpp"
 #include "model/tokenizer/tokenizer.hpp"
 
 #include <functional>
@@ -35,19 +36,40 @@ struct Backend {
   std::vector<model::Token> stop_tokens;       // end-of-turn / end-of-text tokens
   std::string description;              // one line for the start-up log
   std::vector<MemoryItem> memory;       // one rank's memory, the KV cache included
+  // What a cluster's head and its workers must agree on beyond the configuration's keys, e.g.
+  // the model file's name and size (paths differ between machines); empty when nothing.
+  std::string identity;
 };
 
-// Sets a backend up from the configuration; throws with a user-facing message
-// (model::ModelFileError, std::invalid_argument, std::runtime_error).
-using BackendLoader = std::function<Backend(const config::Config&)>;
+// Which tensor-parallel ranks this process hosts, and how they meet the ranks elsewhere. In one
+// process: every rank, no store. The head of a cluster hosts none (it loads what the engine and
+// the front ends need, not the weights); a worker hosts the ranks its head gives it.
+struct RankHosting {
+  std::vector<std::uint32_t> ranks;  // ascending, below engine.tensor_parallel_degree; the
+                                     // backend's factory serves exactly these
+  // Where the data plane's group meets (Gloo's addresses on cpu); null: every rank is here.
+  std::shared_ptr<kernels::RendezvousStore> store;
+  std::string data_address;          // this process's address for the data plane (with store)
+
+  static RankHosting all(const config::Config&);
+  static RankHosting none() { return {}; }
+};
+
+// Sets a backend up from the configuration for the ranks `hosting` names; throws with a
+// user-facing message (model::ModelFileError, std::invalid_argument, std::runtime_error).
+using BackendLoader = std::function<Backend(const config::Config&, const RankHosting& hosting)>;
 
 // Adds a backend under `name` (the engine.backend value); returns true so that a backend can
 // register from a namespace-scope initializer. A second registration of a name throws.
 bool register_backend(std::string_view name, BackendLoader loader);
 // The registered names, sorted.
 std::vector<std::string> registered_backends();
-// Sets up the backend named by engine.backend. Throws std::invalid_argument naming the
-// registered ones when this build has none by that name (e.g. "cuda" without CUDA).
+// Sets up the backend named by engine.backend with every rank in this process. Throws
+// std::invalid_argument naming the registered ones when this build has none by that name (e.g.
+// "cuda" without CUDA).
 Backend load_backend(const config::Config&);
+// The same for the ranks `hosting` names (a cluster's head: none; a worker: its own). Without
+// ranks the factory is left empty.
+Backend load_backend(const config::Config&, const RankHosting& hosting);
 
 }  // namespace actorlm::serving

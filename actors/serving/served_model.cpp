@@ -1,5 +1,8 @@
 #include "actors/serving/served_model.hpp"
 
+#include "actors/cluster/cluster_protocol.hpp"
+#include "actors/cluster/head.hpp"
+#include "actors/cluster/network.hpp"
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/shard/shard_protocol.hpp"
 
@@ -7,9 +10,16 @@
 
 namespace actorlm::serving {
 
+namespace detail {
+struct Cluster {
+  cluster::ClusterShards shards;
+};
+}  // namespace detail
+
 void register_engine_types(caf::actor_system_config& cfg) {
   kv::add_block_manager_types(cfg);
   shard::add_shard_types(cfg);
+  cluster::add_cluster_types(cfg);
 }
 
 void configure_actor_system(caf::actor_system_config& cfg) {
@@ -17,9 +27,26 @@ void configure_actor_system(caf::actor_system_config& cfg) {
   cfg.set("scheduler.policy", caf::atom("sharing"));
 }
 
+void configure_actor_system(caf::actor_system_config& cfg, const config::Config& config) {
+  configure_actor_system(cfg);
+  if (!config.cluster.workers.empty()) cluster::configure_network(cfg, config.cluster);
+}
+
 ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
-    : backend_(load_backend(cfg)), max_model_len_(static_cast<std::uint32_t>(cfg.model.max_model_len)) {
-  engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, backend_.factory);
+    : max_model_len_(static_cast<std::uint32_t>(cfg.model.max_model_len)) {
+  if (cfg.cluster.workers.empty()) {
+    backend_ = load_backend(cfg);
+    engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, backend_.factory);
+    return;
+  }
+  backend_ = load_backend(cfg, RankHosting::none());
+  cluster_ = std::unique_ptr<detail::Cluster>(new detail::Cluster{cluster::ClusterShards(sys, cfg, backend_.identity)});
+  const auto shards = cluster_->shards.shards();
+  engine::ShardFactory remote = [shards](caf::actor_system&, std::uint32_t rank, std::uint32_t) {
+    return shards.at(rank);
+  };
+  backend_.description += " (ranks on the cluster's workers)";
+  engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, remote, cluster_->shards.locations());
 }
 
 ServedModel::~ServedModel() = default;

@@ -23,11 +23,19 @@ void register_engine_types(caf::actor_system_config& cfg);
 // server CPU per token 5,100-5,600 us -> 400-430 us at 1 stream, 50-62 -> 12-13 at 256 streams;
 // bench cpu tokens/s at 1 and 8 concurrent +10 % and +7 %.
 void configure_actor_system(caf::actor_system_config& cfg);
+// The same for a process that serves `config`: with [cluster] workers (or for a worker), CAF's
+// network layer too, with mutual TLS when the cluster has certificates. Throws
+// std::invalid_argument for unreadable TLS files.
+void configure_actor_system(caf::actor_system_config& cfg, const config::Config& config);
+
+namespace detail { struct Cluster; }
 
 class ServedModel {
  public:
-  // Sets up the backend named by engine.backend, then spawns the engine. Throws with a
-  // user-facing message (model::ModelFileError, std::invalid_argument, std::runtime_error).
+  // Sets up the backend named by engine.backend, then spawns the engine. With [cluster] workers
+  // the ranks run on the workers (this process loads the tokenizer, not the weights), and the
+  // actor system must have been configured by configure_actor_system(cfg, config). Throws with
+  // a user-facing message (model::ModelFileError, std::invalid_argument, std::runtime_error).
   ServedModel(caf::actor_system& sys, const config::Config& cfg);
   ~ServedModel();
 
@@ -54,7 +62,8 @@ class ServedModel {
  private:
   Backend backend_;
   std::uint32_t max_model_len_ = 0;
-  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<detail::Cluster> cluster_;  // the workers' shards, when [cluster] has workers
+  std::unique_ptr<engine::Engine> engine_;    // stopped first: declared last
 };
 
 }  // namespace actorlm::serving

@@ -55,6 +55,35 @@ class WaitingStore : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
+// A RendezvousStore seen as Gloo's store. Its get() waits already; a key still missing after
+// the timeout is reported as JoinTimeout, as WaitingStore does.
+class ExternalStore : public gloo::rendezvous::Store {
+ public:
+  explicit ExternalStore(std::shared_ptr<RendezvousStore> inner) : inner_(std::move(inner)) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override { inner_->set(key, data); }
+
+  std::vector<char> get(const std::string& key) override { return get(key, kDefaultTimeout); }
+
+  void wait(const std::vector<std::string>& keys) override { wait(keys, kDefaultTimeout); }
+
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
+    for (const auto& key : keys) get(key, timeout);
+  }
+
+ private:
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) {
+    try {
+      return inner_->get(key, timeout);
+    } catch (const std::runtime_error& e) {
+      throw JoinTimeout(e.what());
+    }
+  }
+
+  std::shared_ptr<RendezvousStore> inner_;
+};
+
 std::string prefix(int rank, int size) {
   return "collective rank " + std::to_string(rank) + " of " + std::to_string(size) + ": ";
 }
@@ -64,10 +93,16 @@ std::string prefix(int rank, int size) {
 // --- rendezvous ------------------------------------------------------------------------------
 
 CollectiveRendezvous::CollectiveRendezvous(int size)
-    : CollectiveRendezvous(size, std::make_shared<gloo::rendezvous::HashStore>(), "127.0.0.1") {}
+    : CollectiveRendezvous(size, std::make_shared<gloo::rendezvous::HashStore>(), "127.0.0.1", 0) {}
+
+CollectiveRendezvous::CollectiveRendezvous(int size, std::shared_ptr<RendezvousStore> store,
+                                           std::string hostname)
+    : CollectiveRendezvous(size, std::make_shared<ExternalStore>(std::move(store)), std::move(hostname), 0) {
+  if (hostname_.empty()) throw std::invalid_argument("collective rendezvous: no host address for the data plane");
+}
 
 CollectiveRendezvous::CollectiveRendezvous(int size, std::shared_ptr<gloo::rendezvous::Store> store,
-                                           std::string hostname)
+                                           std::string hostname, int)
     : size_(size), store_(std::move(store)), hostname_(std::move(hostname)) {
   if (size < 1)
     throw std::invalid_argument("collective rendezvous: size must be >= 1, got " +

@@ -16,6 +16,8 @@
 //
 // A group of size 1 makes no Gloo calls: every operation is a no-op.
 
+#include "kernels/rendezvous_store.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,12 +36,15 @@ class Store;
 namespace actorlm::kernels::cpu {
 
 // Where the ranks of one group find each other: a key-value store for exchanging addresses and
-// the host address this process listens on. This constructor makes the in-process kind (ranks
-// are threads sharing the object by pointer; a Gloo HashStore; loopback TCP). A multi-node kind
-// needs only another factory over a file or TCP store and the node's own address.
+// the host address this process's ranks listen on. The one-argument constructor makes the
+// in-process kind (ranks are threads sharing the object by pointer; a Gloo HashStore; loopback
+// TCP). The other spans processes: `store` is reachable from every rank (the head serves one over
+// its actors) and `hostname` is this process's address that the other processes can connect to.
+// Ranks of one process share one rendezvous object either way.
 class CollectiveRendezvous {
  public:
   explicit CollectiveRendezvous(int size);  // size >= 1, else std::invalid_argument
+  CollectiveRendezvous(int size, std::shared_ptr<RendezvousStore> store, std::string hostname);
   ~CollectiveRendezvous();
 
   int size() const { return size_; }
@@ -48,7 +53,7 @@ class CollectiveRendezvous {
   friend class Collective;
 
   CollectiveRendezvous(int size, std::shared_ptr<gloo::rendezvous::Store> store,
-                       std::string hostname);
+                       std::string hostname, int /*tag*/);
 
   // Marks `rank` as joining; std::invalid_argument when out of range or already claimed.
   void claim(int rank);

@@ -110,7 +110,8 @@ namespace {
 // The engine's view of the sim backend in wall-clock time (a fake GPU server): no weights and no
 // tokenizer; prompts are measured by the synthetic codec and the answers are token ids drawn from
 // the model's vocabulary, timed by the cost model.
-serving::Backend serving_backend(const config::Config& cfg) {
+// Sim shards are independent of each other (no data plane): any rank can be hosted anywhere.
+serving::Backend serving_backend(const config::Config& cfg, const serving::RankHosting&) {
   if (cfg.sim.clock != config::SimClock::wall)
     throw std::invalid_argument("engine.backend = \"sim\" serves requests in wall-clock time: set sim.clock = "
                                 "\"wall\" (\"virtual\" is for actorlm simulate)");
@@ -120,6 +121,7 @@ serving::Backend serving_backend(const config::Config& cfg) {
   b.factory = sim.factory;
   b.codec = serving::make_synthetic_codec(sim.capacity.vocab_size);
   b.description = "synthetic text with modelled timing: " + sim.describe();
+  b.identity = sim.describe();  // what the catalogues make of the configuration
   const auto& m = sim.memory;
   b.memory = {{"weights", m.weights_bytes},          {"activations", m.activation_bytes},
               {"CUDA context", m.cuda_context_bytes}, {"framework", m.framework_bytes},

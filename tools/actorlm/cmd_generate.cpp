@@ -37,7 +37,7 @@ int run_generate(const GenerateOptions& o) {
   if (o.tp > 0) cfg->engine.tensor_parallel_degree = o.tp;
   try {
     caf::actor_system_config sys_cfg;
-    serving::configure_actor_system(sys_cfg);
+    serving::configure_actor_system(sys_cfg, *cfg);
     caf::actor_system sys{sys_cfg};
     serving::ServedModel session(sys, *cfg);
     const auto prompt = o.raw ? session.raw_prompt(o.prompt) : session.chat_prompt({{"user", o.prompt}});

@@ -131,7 +131,7 @@ int run_serve(const ServeOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   try {
     caf::actor_system_config sys_cfg;
-    serving::configure_actor_system(sys_cfg);
+    serving::configure_actor_system(sys_cfg, *cfg);
     caf::actor_system sys{sys_cfg};
     spdlog::info("loading model '{}' ({} backend)...", cfg->model.name, config::to_string(cfg->engine.backend));
     serving::ServedModel model(sys, *cfg);

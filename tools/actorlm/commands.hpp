@@ -17,6 +17,7 @@ void add_config_command(CLI::App& app, int& exit_code);  // config check | confi
 void add_bench_command(CLI::App& app, int& exit_code);   // bench kv | scheduler | cpu
 void add_generate_command(CLI::App& app, int& exit_code);  // generate
 void add_serve_command(CLI::App& app, int& exit_code);     // serve
+void add_worker_command(CLI::App& app, int& exit_code);    // worker (a cluster's shard host)
 void add_simulate_command(CLI::App& app, int& exit_code);  // simulate (sim backend, virtual time)
 void add_plan_command(CLI::App& app, int& exit_code);      // plan (capacity search)
 void add_calibrate_command(CLI::App& app, int& exit_code); // calibrate (cpu step times -> sim hardware)

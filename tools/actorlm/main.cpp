@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   actorlm::tools::add_bench_command(app, exit_code);
   actorlm::tools::add_generate_command(app, exit_code);
   actorlm::tools::add_serve_command(app, exit_code);
+  actorlm::tools::add_worker_command(app, exit_code);
   actorlm::tools::add_simulate_command(app, exit_code);
   actorlm::tools::add_plan_command(app, exit_code);
   actorlm::tools::add_calibrate_command(app, exit_code);

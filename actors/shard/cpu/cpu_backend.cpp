@@ -38,18 +38,20 @@ fs::path executable_dir() {
   return ec ? fs::path{} : p.parent_path();
 }
 
-// One collective per rank, joined concurrently (each join waits for all the others).
-std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world) {
-  std::vector<std::shared_ptr<kernels::cpu::Collective>> out(static_cast<std::size_t>(world));
+// One collective per hosted rank, joined concurrently (each join waits for all the others, in
+// this process and, with hosting.store, in the others).
+std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world, const serving::RankHosting& hosting) {
+  std::vector<std::shared_ptr<kernels::cpu::Collective>> out(hosting.ranks.size());
   if (world == 1) return out;
-  auto rv = std::make_shared<kernels::cpu::CollectiveRendezvous>(world);
+  auto rv = hosting.store ? std::make_shared<kernels::cpu::CollectiveRendezvous>(world, hosting.store, hosting.data_address)
+                          : std::make_shared<kernels::cpu::CollectiveRendezvous>(world);
   std::vector<std::thread> threads;
   std::mutex m;
   std::string error;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
+  for (std::size_t i = 0; i < hosting.ranks.size(); ++i)
+    threads.emplace_back([&, i] {
       try {
-        out[static_cast<std::size_t>(r)] = kernels::cpu::Collective::join(rv, r, std::chrono::seconds(60));
+        out[i] = kernels::cpu::Collective::join(rv, static_cast<int>(hosting.ranks[i]), std::chrono::seconds(60));
       } catch (const std::exception& e) {
         std::lock_guard lock(m);
         error = e.what();
@@ -58,6 +60,20 @@ std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world) {
   for (auto& t : threads) t.join();
   if (!error.empty()) throw std::runtime_error("cpu backend: all-reduce group: " + error);
   return out;
+}
+
+// The model file's name and size: what a cluster's head and workers compare (their paths may
+// differ). A safetensors folder counts the bytes of its files.
+std::string model_identity(const std::string& path) {
+  std::error_code ec;
+  std::uintmax_t bytes = 0;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) bytes += e.file_size(ec);
+  } else {
+    bytes = fs::file_size(path, ec);
+  }
+  return fs::path(path).filename().string() + " (" + std::to_string(bytes) + " bytes)";
 }
 
 }  // namespace
@@ -100,6 +116,11 @@ std::int32_t configure_cpu_threads(const config::Config& cfg) {
 }
 
 CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_ptr<CpuShard>>& shards) {
+  return load_cpu_shards(cfg, serving::RankHosting::all(cfg), shards);
+}
+
+CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting& hosting,
+                           std::vector<std::unique_ptr<CpuShard>>& shards) {
   CpuBackend b;
   b.model_path = resolve_model_path(cfg);
   const auto t0 = std::chrono::steady_clock::now();
@@ -139,13 +160,20 @@ CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_pt
   const auto storage = stored ? kernels::cpu::WeightStorage::stored : kernels::cpu::WeightStorage::f32;
   b.threads_per_rank = configure_cpu_threads(cfg);
 
-  auto collectives = join_group(world);
   shards.clear();
-  for (std::int32_t r = 0; r < world; ++r) {
+  if (hosting.ranks.empty()) {  // a cluster's head: the weights are the workers'
+    spdlog::info("cpu backend: {} ({}) opened for tensor parallel {} on the cluster's workers; KV cache ({}) {} blocks "
+                 "of {} tokens per rank", b.model_path, b.arch.describe(), world, kernels::cpu::to_string(b.kv_dtype),
+                 b.capacity.device_blocks, block_size);
+    return b;
+  }
+  auto collectives = join_group(world, hosting);
+  for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
+    const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world, storage));
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
-    if (auto c = collectives[static_cast<std::size_t>(r)])
+    if (auto c = collectives[i])
       reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
     shards.push_back(std::make_unique<CpuShard>(
         std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},
@@ -155,20 +183,30 @@ CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_pt
   spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of weights ({}) over {} rank(s), "
                "{} thread(s) each; KV cache ({}) {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
                b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20),
-               stored ? "as stored" : "dequantized to float", world, b.threads_per_rank,
+               stored ? "as stored" : "dequantized to float", hosting.ranks.size() == std::size_t(world)
+                   ? std::to_string(world) : fmt::format("{} of {}", hosting.ranks.size(), world),
+               b.threads_per_rank,
                kernels::cpu::to_string(b.kv_dtype), b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
   return b;
 }
 
 CpuBackend load_cpu_backend(const config::Config& cfg) {
+  return load_cpu_backend(cfg, serving::RankHosting::all(cfg));
+}
+
+CpuBackend load_cpu_backend(const config::Config& cfg, const serving::RankHosting& hosting) {
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
-  CpuBackend b = load_cpu_shards(cfg, *shards);
-  b.factory = [shards](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
-    if (rank >= shards->size() || !(*shards)[rank] || world_size != shards->size())
+  CpuBackend b = load_cpu_shards(cfg, hosting, *shards);
+  if (hosting.ranks.empty()) return b;
+  const auto world = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  b.factory = [shards, ranks = hosting.ranks, world](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
+    const auto it = std::find(ranks.begin(), ranks.end(), rank);
+    const auto i = static_cast<std::size_t>(it - ranks.begin());
+    if (it == ranks.end() || !(*shards)[i] || world_size != world)
       throw std::logic_error("cpu backend: shard " + std::to_string(rank) + " of " +
-                             std::to_string(world_size) + " requested twice or out of range");
-    return spawn_cpu_shard(sys, std::move((*shards)[rank]));
+                             std::to_string(world_size) + " requested twice or not hosted here");
+    return spawn_cpu_shard(sys, std::move((*shards)[i]));
   };
   return b;
 }
@@ -185,8 +223,8 @@ model::Vocabulary load_vocabulary(const CpuBackend& b) {
 
 // The engine's view of the cpu backend: its shards, KV capacity, and the checkpoint's tokenizer
 // with the chat format its template (or architecture) calls for.
-serving::Backend serving_backend(const config::Config& cfg) {
-  auto cpu = std::make_shared<CpuBackend>(load_cpu_backend(cfg));
+serving::Backend serving_backend(const config::Config& cfg, const serving::RankHosting& hosting) {
+  auto cpu = std::make_shared<CpuBackend>(load_cpu_backend(cfg, hosting));
   model::Vocabulary vocab = load_vocabulary(*cpu);
   const auto format = model::select_chat_format(vocab.chat_template, model::to_string(cpu->arch.family));
   const std::string system = model::default_system_message(vocab.chat_template);
@@ -210,15 +248,18 @@ serving::Backend serving_backend(const config::Config& cfg) {
       b.stop_tokens.push_back(static_cast<model::Token>(id));
   }
   b.codec = serving::make_tokenizer_codec(std::move(tokenizer), format, system);
+  b.identity = model_identity(cpu->model_path);
   b.description = cpu->model_path + " on the cpu backend, tensor parallel " +
                   std::to_string(cfg.engine.tensor_parallel_degree) + ", KV cache " +
                   std::to_string(std::uint64_t(cpu->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
-  const double world = double(cfg.engine.tensor_parallel_degree);
-  b.memory = {{cfg.model.weights == config::CpuWeights::stored ? "weights (as stored)" : "weights (float)",
-               double(cpu->weight_bytes) / world},
-              {fmt::format("KV cache ({})", kernels::cpu::to_string(cpu->kv_dtype)),
-               double(cpu->capacity.device_blocks) * double(cpu->block_bytes)},
-              {"swap space (host)", double(cpu->capacity.host_blocks) * double(cpu->block_bytes)}};
+  // One rank's weights as loaded here; a cluster's head loads none and does not guess (ranks
+  // hold unequal shares: the embeddings are replicated).
+  if (!hosting.ranks.empty())
+    b.memory.push_back({cfg.model.weights == config::CpuWeights::stored ? "weights (as stored)" : "weights (float)",
+                        double(cpu->weight_bytes) / double(hosting.ranks.size())});
+  b.memory.push_back({fmt::format("KV cache ({})", kernels::cpu::to_string(cpu->kv_dtype)),
+                      double(cpu->capacity.device_blocks) * double(cpu->block_bytes)});
+  b.memory.push_back({"swap space (host)", double(cpu->capacity.host_blocks) * double(cpu->block_bytes)});
   return b;
 }
 

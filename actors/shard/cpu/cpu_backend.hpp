@@ -7,6 +7,7 @@
 
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
+#include "actors/serving/backend.hpp"
 #include "kernels/cpu/model/paged_attention.hpp"
 #include "model/arch/architecture.hpp"
 
@@ -48,9 +49,15 @@ std::int32_t configure_cpu_threads(const config::Config& cfg);
 
 // Throws model::ModelFileError for a bad checkpoint and std::invalid_argument for a
 // configuration the model cannot be served with (tensor parallel degree, cache too small).
-CpuBackend load_cpu_backend(const config::Config& cfg);
-// The same without actors: the ranks' shards go to `shards` (one per rank, their all-reduce
-// group joined) and the factory is left empty. `actorlm calibrate` runs them directly.
+// Loads the weights of the ranks `hosting` names, joins their all-reduce group (with the ranks
+// elsewhere when hosting.store is set) and makes a factory for exactly those ranks.
+CpuBackend load_cpu_backend(const config::Config& cfg, const serving::RankHosting& hosting);
+CpuBackend load_cpu_backend(const config::Config& cfg);  // every rank in this process
+// The same without actors: the ranks' shards go to `shards` (shards[i] is rank hosting.ranks[i],
+// their all-reduce group joined) and the factory is left empty. `actorlm calibrate` runs them
+// directly, every rank in this process.
+CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting& hosting,
+                           std::vector<std::unique_ptr<CpuShard>>& shards);
 CpuBackend load_cpu_shards(const config::Config& cfg, std::vector<std::unique_ptr<CpuShard>>& shards);
 
 }  // namespace actorlm::shard

@@ -85,6 +85,10 @@ model_catalogue = "my_models.toml"
 
 [cluster]
 workers = ["node1:9000", "[::1]:9001"]
+placement = [0, 0, 1, 1]
+insecure = true
+connect_timeout_s = 30.0
+heartbeat_interval_s = 1.0
 )";
 
 }  // namespace
@@ -151,6 +155,10 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST((c.sim.parallelism == SimParallelism::layers));
   BOOST_TEST(c.sim.hardware_catalogue == "my_hardware.toml");
   BOOST_TEST(c.sim.model_catalogue == "my_models.toml");
+  BOOST_TEST(c.cluster.placement == (std::vector<std::int64_t>{0, 0, 1, 1}));
+  BOOST_TEST(c.cluster.insecure);
+  BOOST_TEST(c.cluster.connect_timeout_s == 30.0);
+  BOOST_TEST(c.cluster.heartbeat_interval_s == 1.0);
   BOOST_TEST(c.cluster.workers == (std::vector<std::string>{"node1:9000", "[::1]:9001"}),
              boost::test_tools::per_element());
 }

@@ -168,6 +168,26 @@ const std::vector<MalformedCase> cases = {
      "found an integer (7)"},
     {"workers_not_an_array", "[cluster]\nworkers = \"node1:80\"\n", 2, 11, "cluster.workers",
      "expected an array of \"host:port\" with port in [1, 65535], found a string"},
+
+    // Cluster rules across keys: placement, TLS, plaintext off the machine, virtual time.
+    {"more_workers_than_ranks", "[cluster]\nworkers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n", 2, 11,
+     "cluster.workers", "names 2 workers but engine.tensor_parallel_degree = 1 gives only 1 ranks"},
+    {"placement_of_the_wrong_length",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"127.0.0.1:1\"]\nplacement = [0]\n", 5, 13,
+     "cluster.placement", "has 1 entries; it needs one per rank (engine.tensor_parallel_degree = 2)"},
+    {"placement_naming_no_worker",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"127.0.0.1:1\"]\nplacement = [0, 1]\n", 5, 13,
+     "cluster.placement", "cluster.placement[1] = 1 names no worker (cluster.workers has 1, indices 0 to 0)"},
+    {"placement_leaving_a_worker_idle",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n"
+     "placement = [1, 1]\n", 5, 13, "cluster.placement", "gives worker 0 (127.0.0.1:1) no rank"},
+    {"tls_files_incomplete", "[cluster]\ntls_cert = \"node.pem\"\n", 2, 12, "cluster.tls_cert",
+     "tls_cert, tls_key and tls_ca go together"},
+    {"plaintext_to_another_machine", "[cluster]\nworkers = [\"10.0.0.2:7001\"]\n", 2, 11, "cluster.workers",
+     "cluster.workers[0] = \"10.0.0.2:7001\" is not on this machine, and the cluster has no TLS"},
+    {"sim_cluster_in_virtual_time",
+     "[engine]\nbackend = \"sim\"\n[model]\npreset = \"falcon-40b\"\n[cluster]\nworkers = [\"127.0.0.1:1\"]\n", 6, 11,
+     "cluster.workers", "sim shards on cluster workers run in wall-clock time"},
 };
 
 std::string describe(const ParseResult& result) {

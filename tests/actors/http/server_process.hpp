@@ -1,5 +1,5 @@
 #pragma once
-// Test support: the real `actorlm serve` process on a free loopback port, and small HTTP
+// Test support: the real `actorlm serve` process (or another subcommand) on a free loopback port, and small HTTP
 // helpers (cpp-httplib's client; Server-Sent Events split into their data payloads by
 // actors/http/sse_parser.hpp).
 
@@ -26,18 +26,18 @@ namespace actorlm::testing {
 
 using nlohmann::json;
 
-// Starts `actorlm serve --config FILE --port 0` with the config text given (the default config
-// when empty), waits for its "listening on" line and keeps reading its log.
-class ServerProcess {
+// A child `actorlm` process: `actorlm ARGS... [--config FILE]` with the config text given (the
+// default config when empty), started and waited for until a line containing `marker` followed
+// by a port; its output (stdout and stderr) keeps being read into log().
+class ChildProcess {
  public:
-  explicit ServerProcess(const std::string& config_text = "") {
-    std::string config_arg;
+  ChildProcess(std::vector<std::string> args, const std::string& marker, const std::string& config_text) {
     if (!config_text.empty()) {
       config_path_ = "/tmp/actorlm-e2e-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".toml";
       std::ofstream(config_path_) << config_text;
     }
     // Everything the child needs is built before fork (no allocation between fork and exec).
-    std::vector<std::string> args = {ACTORLM_BINARY, "serve", "--port", "0"};
+    args.insert(args.begin(), ACTORLM_BINARY);
     if (!config_path_.empty()) args.insert(args.end(), {"--config", config_path_});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -56,7 +56,6 @@ class ServerProcess {
     ::close(fds[1]);
     out_ = ::fdopen(fds[0], "r");
     char line[4096];
-    const std::string marker = "listening on http://127.0.0.1:";
     while (std::fgets(line, sizeof line, out_)) {
       append_log(line);
       const std::string l = line;
@@ -65,14 +64,14 @@ class ServerProcess {
         break;
       }
     }
-    BOOST_REQUIRE_MESSAGE(port_ > 0, "the server did not start:\n" + log());
+    BOOST_REQUIRE_MESSAGE(port_ > 0, "`actorlm " + args.at(1) + "` did not start:\n" + log());
     reader_ = std::thread([this] {
       char buf[4096];
       while (std::fgets(buf, sizeof buf, out_)) append_log(buf);
     });
   }
 
-  ~ServerProcess() {
+  ~ChildProcess() {
     if (pid_ > 0 && !exited_) {
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, nullptr, 0);
@@ -81,15 +80,11 @@ class ServerProcess {
     if (out_) std::fclose(out_);
     if (!config_path_.empty()) std::remove(config_path_.c_str());
   }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
 
   int port() const { return port_; }
-  httplib::Client client(int timeout_s = 120) const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(timeout_s, 0);
-    c.set_write_timeout(timeout_s, 0);
-    c.set_connection_timeout(5, 0);
-    return c;
-  }
+  pid_t pid() const { return pid_; }
   void signal(int sig) const { ::kill(pid_, sig); }
   // Waits for the process to exit; its exit status, or -1 on timeout.
   int wait_exit(std::chrono::seconds timeout) {
@@ -107,6 +102,15 @@ class ServerProcess {
   std::string log() const {
     std::lock_guard lock(mu_);
     return log_;
+  }
+  // Waits until the log contains `text`; false after `timeout`.
+  bool log_reaches(const std::string& text, std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
   }
 
  private:
@@ -126,6 +130,21 @@ class ServerProcess {
   std::thread reader_;
   mutable std::mutex mu_;
   std::string log_;
+};
+
+// `actorlm serve --config FILE --port 0`, once it listens.
+class ServerProcess : public ChildProcess {
+ public:
+  explicit ServerProcess(const std::string& config_text = "")
+      : ChildProcess({"serve", "--port", "0"}, "listening on http://127.0.0.1:", config_text) {}
+
+  httplib::Client client(int timeout_s = 120) const {
+    httplib::Client c("127.0.0.1", port());
+    c.set_read_timeout(timeout_s, 0);
+    c.set_write_timeout(timeout_s, 0);
+    c.set_connection_timeout(5, 0);
+    return c;
+  }
 };
 
 // The status of a response, 0 when none came (so a failed exchange fails a check, not the test binary).

@@ -1,0 +1,294 @@
+// End to end: a cluster of real processes on loopback. Two `actorlm worker` processes host the
+// ranks of the default model (cpu backend, tensor parallel 3: SmolLM2's 9 heads split over 3),
+// and `actorlm serve` or `actorlm generate` is the head. The same ranks in one process are the
+// reference: across processes the tokens and log-probabilities must be exactly theirs (Gloo's
+// all-reduce sums in the same order whichever process a rank lives in). Then the faults: a
+// worker killed or stopped mid-stream, the head killed, a worker of another configuration, a
+// peer of another CA, plaintext against TLS.
+#define BOOST_TEST_MODULE cluster_processes
+#include "tests/actors/http/server_process.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace actorlm::testing;
+
+namespace {
+
+constexpr int kTp = 3;
+
+// What head and workers share: the model's ranks and a small KV cache.
+std::string shared_sections(const std::string& cache_extra = "") {
+  return "[engine]\ntensor_parallel_degree = " + std::to_string(kTp) +
+         "\nstep_timeout_s = 10\n[cache]\ncpu_kv_space = 0.125\nswap_space = 0.0625\n" + cache_extra +
+         "[model]\nmax_model_len = 1024\n";
+}
+
+struct Tls {
+  std::string dir, node;
+  std::string keys() const {
+    return "tls_cert = \"" + dir + "/" + node + ".pem\"\ntls_key = \"" + dir + "/" + node + ".key\"\ntls_ca = \"" +
+           dir + "/ca.pem\"\n";
+  }
+};
+
+std::string worker_config(const Tls* tls = nullptr, const std::string& cache_extra = "") {
+  return shared_sections(cache_extra) + "[cluster]\nheartbeat_interval_s = 0.25\n" + (tls ? tls->keys() : "");
+}
+
+std::string head_config(const std::vector<int>& ports, const Tls* tls = nullptr) {
+  std::string workers;
+  for (int p : ports) workers += (workers.empty() ? "\"" : ", \"") + std::string("127.0.0.1:") + std::to_string(p) + "\"";
+  return "[server]\nhost = \"127.0.0.1\"\ndrain_timeout_s = 5\n" + shared_sections() +
+         "[cluster]\nheartbeat_interval_s = 0.25\nconnect_timeout_s = 20\nworkers = [" + workers + "]\n" +
+         (tls ? tls->keys() : "");
+}
+
+// `actorlm worker --listen 127.0.0.1:0`, once it listens.
+class WorkerProcess : public ChildProcess {
+ public:
+  explicit WorkerProcess(const std::string& config_text)
+      : ChildProcess({"worker", "--listen", "127.0.0.1:0"}, "worker listening on 127.0.0.1:", config_text) {}
+  std::string address() const { return "127.0.0.1:" + std::to_string(port()); }
+  // Resident memory, from /proc.
+  long rss_kib() const {
+    std::ifstream in("/proc/" + std::to_string(pid()) + "/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    return -1;
+  }
+};
+
+// A command's exit status and its output (stdout and stderr together).
+struct Run {
+  int status = -1;
+  std::string output;
+};
+
+Run run_actorlm(const std::string& args) {
+  Run r;
+  const std::string cmd = std::string(ACTORLM_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(p != nullptr);
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) r.output += buf;
+  const int status = ::pclose(p);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Certificates of a cluster CA (head, w1, w2) and of another CA (rogue), made once.
+const std::string& cert_dir() {
+  static const std::string dir = [] {
+    const std::string d = "/tmp/actorlm-cluster-certs-" + std::to_string(::getpid());
+    const std::string script = std::string(ACTORLM_SOURCE_DIR) + "/tools/cluster/make_certs.sh";
+    BOOST_REQUIRE(std::system((script + " " + d + " head w1 w2 >/dev/null").c_str()) == 0);
+    BOOST_REQUIRE(std::system((script + " " + d + "/other rogue >/dev/null").c_str()) == 0);
+    return d;
+  }();
+  return dir;
+}
+
+struct CertCleanup {
+  ~CertCleanup() {
+    std::error_code ec;
+    std::filesystem::remove_all("/tmp/actorlm-cluster-certs-" + std::to_string(::getpid()), ec);
+  }
+} cert_cleanup;
+
+// The text and log-probabilities of one completion: greedy, or sampled with a seed.
+json complete(const ServerProcess& s, bool sampled, int max_tokens = 24) {
+  json body = {{"model", "SmolLM2-135M-Instruct"}, {"prompt", "The three primary colours are"},
+               {"max_tokens", max_tokens}, {"logprobs", 3}};
+  body["temperature"] = sampled ? 0.9 : 0.0;
+  if (sampled) body["seed"] = 11;
+  auto c = s.client(120);
+  auto r = post_json(c, "/v1/completions", body);
+  BOOST_REQUIRE_MESSAGE(r && r->status == 200, "completion failed: " << (r ? r->body : "no response") << "\n" << s.log());
+  const json j = json::parse(r->body);
+  return {{"text", j["choices"][0]["text"]}, {"logprobs", j["choices"][0]["logprobs"]}};
+}
+
+// The same model and cache in one process, tensor parallel `tp`.
+std::string one_process_config(int tp) {
+  std::string c = "[server]\nhost = \"127.0.0.1\"\n" + shared_sections();
+  const std::string key = "tensor_parallel_degree = " + std::to_string(kTp);
+  c.replace(c.find(key), key.size(), "tensor_parallel_degree = " + std::to_string(tp));
+  return c;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(ranks_on_two_workers_give_exactly_the_tokens_and_logprobs_of_the_same_ranks_in_one_process) {
+  json greedy_tp, sampled_tp, greedy_tp1;
+  {
+    ServerProcess s(one_process_config(kTp));
+    greedy_tp = complete(s, false);
+    sampled_tp = complete(s, true);
+  }
+  {
+    ServerProcess s(one_process_config(1));
+    greedy_tp1 = complete(s, false);
+  }
+  WorkerProcess w1(worker_config()), w2(worker_config());
+  ServerProcess head(head_config({w1.port(), w2.port()}));
+  BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
+  const json greedy = complete(head, false), sampled = complete(head, true);
+  BOOST_TEST(greedy == greedy_tp, "cluster " << greedy.dump() << "\none process " << greedy_tp.dump());
+  BOOST_TEST(sampled == sampled_tp, "cluster " << sampled.dump() << "\none process " << sampled_tp.dump());
+  // Greedy text agrees with tensor parallel 1 too (log-probabilities differ in the last bits:
+  // another summation order).
+  BOOST_TEST(greedy["text"] == greedy_tp1["text"], greedy.dump() << " vs " << greedy_tp1.dump());
+}
+
+BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_ca_and_a_plaintext_head) {
+  const Tls w1_tls{cert_dir(), "w1"}, w2_tls{cert_dir(), "w2"}, head_tls{cert_dir(), "head"};
+  WorkerProcess w1(worker_config(&w1_tls)), w2(worker_config(&w2_tls));
+  BOOST_TEST(w1.log().find("mutual TLS") != std::string::npos, w1.log());
+  const std::vector<int> ports{w1.port(), w2.port()};
+
+  const Tls rogue{cert_dir() + "/other", "rogue"};
+  const auto rogue_head = write_file("rogue.toml", head_config(ports, &rogue));
+  const Run refused = run_actorlm("generate --max-tokens 4 --config " + rogue_head);
+  BOOST_TEST(refused.status == 1, refused.output);
+  BOOST_TEST(refused.output.find("cannot reach worker " + w1.address()) != std::string::npos, refused.output);
+  BOOST_TEST(refused.output.find("TLS") != std::string::npos, refused.output);
+
+  const auto plain_head = write_file("plain.toml", head_config(ports));
+  const Run plain = run_actorlm("generate --max-tokens 4 --config " + plain_head);
+  BOOST_TEST(plain.status == 1, plain.output);
+  BOOST_TEST(plain.output.find("cannot reach worker " + w1.address()) != std::string::npos, plain.output);
+
+  // The refusals left the workers as they were: the cluster's own head is served.
+  ServerProcess head(head_config(ports, &head_tls));
+  BOOST_TEST(head.log().find("(mutual TLS) takes ranks") != std::string::npos, head.log());
+  const json greedy = complete(head, false, 8);
+  BOOST_TEST(!greedy["text"].get<std::string>().empty());
+  std::remove(rogue_head.c_str());
+  std::remove(plain_head.c_str());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_of_another_configuration_is_refused_with_both_sides_named) {
+  WorkerProcess w1(worker_config()), w2(worker_config(nullptr, "block_size = 32\n"));
+  const auto head = write_file("mismatch.toml", head_config({w1.port(), w2.port()}));
+  const Run r = run_actorlm("generate --max-tokens 4 --config " + head);
+  BOOST_TEST(r.status == 1, r.output);
+  BOOST_TEST(r.output.find("worker " + w2.address() + " refuses") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("cache.block_size is \"16\" on the head") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("but \"32\" on the worker (" + w2.address() + ")") != std::string::npos, r.output);
+  BOOST_TEST(w2.log_reaches("configurations differ", std::chrono::seconds(5)), w2.log());
+  // The first worker had said yes to the hello; the head's exit leaves it free.
+  std::remove(head.c_str());
+}
+
+namespace {
+
+// A streaming and a non-streaming request that run until `fault` strikes `victim` (after the
+// stream's third event); returns the seconds from the fault until both had ended.
+double fault_mid_stream(ServerProcess& head, WorkerProcess& victim, int sig, Stream& streamed, json& body) {
+  json req = {{"model", "SmolLM2-135M-Instruct"}, {"prompt", "Count from one to a thousand:"},
+              {"max_tokens", 800}, {"ignore_eos", true}};
+  std::atomic<bool> struck{false};
+  std::chrono::steady_clock::time_point t_fault;
+  std::thread t([&] {
+    auto c = head.client(60);
+    json r = req;
+    r["stream"] = true;
+    streamed = post_stream(c, "/v1/completions", r, [&](const Stream& s) {
+      if (s.data.size() >= 3 && !struck.exchange(true)) {
+        t_fault = std::chrono::steady_clock::now();
+        victim.signal(sig);
+      }
+      return true;
+    });
+  });
+  auto c = head.client(60);
+  auto r = post_json(c, "/v1/completions", req);
+  t.join();
+  const auto t_end = std::chrono::steady_clock::now();
+  BOOST_REQUIRE_MESSAGE(struck, "the stream never got going: " << streamed.raw << "\n" << head.log());
+  body = r ? json::parse(r->body, nullptr, false) : json{{"no response", httplib::to_string(r.error())}};
+  return std::chrono::duration<double>(t_end - t_fault).count();
+}
+
+void check_error_names(const Stream& streamed, const json& body, const std::string& what, const std::string& log) {
+  BOOST_TEST(body["error"]["type"] == "server_error", body.dump() << "\n" << log);
+  BOOST_TEST(body["error"].value("message", "").find(what) != std::string::npos, body.dump());
+  BOOST_REQUIRE_MESSAGE(streamed.data.size() >= 2, streamed.raw);
+  BOOST_TEST(streamed.data.back() == "[DONE]", streamed.raw);
+  const json event = json::parse(streamed.data[streamed.data.size() - 2], nullptr, false);
+  BOOST_TEST(event["error"].value("message", "").find(what) != std::string::npos, event.dump());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_worker_killed_mid_stream_ends_every_request_with_an_error_naming_it_within_two_seconds) {
+  WorkerProcess w1(worker_config()), w2(worker_config());
+  ServerProcess head(head_config({w1.port(), w2.port()}));
+  Stream streamed;
+  json body;
+  const double seconds = fault_mid_stream(head, w2, SIGKILL, streamed, body);
+  BOOST_TEST_MESSAGE("SIGKILL of a worker to the last request's end: " << seconds << " s");
+  BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
+  check_error_names(streamed, body, "on worker " + w2.address(), head.log());
+  // Not ready any more, and the head exits for its supervisor (code 3); the surviving worker
+  // frees the head's shards and waits for the next head.
+  auto c = head.client(5);
+  auto ready = c.Get("/ready");
+  BOOST_TEST((ready ? ready->status : 0) == 503);
+  BOOST_TEST(head.wait_exit(std::chrono::seconds(20)) == 3, head.log());
+  BOOST_TEST(w1.log_reaches("stopping its 1 shard(s) and waiting for a head", std::chrono::seconds(10)), w1.log());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_stopped_mid_stream_is_caught_by_the_heartbeat_and_its_requests_end_with_an_error) {
+  WorkerProcess w1(worker_config()), w2(worker_config());
+  ServerProcess head(head_config({w1.port(), w2.port()}));
+  Stream streamed;
+  json body;
+  const double seconds = fault_mid_stream(head, w1, SIGSTOP, streamed, body);
+  BOOST_TEST_MESSAGE("SIGSTOP of a worker to the last request's end: " << seconds << " s");
+  w1.signal(SIGCONT);
+  // Four heartbeats of 0.25 s, or the step deadline (10 s): whichever is first.
+  BOOST_TEST(seconds <= 5.0, "the requests ended " << seconds << " s after the stop");
+  check_error_names(streamed, body, "worker " + w1.address(), head.log());
+  BOOST_TEST(head.wait_exit(std::chrono::seconds(20)) == 3, head.log());
+}
+
+BOOST_AUTO_TEST_CASE(workers_free_a_lost_heads_shards_and_serve_twenty_heads_after_it_without_growing) {
+  WorkerProcess w1(worker_config()), w2(worker_config());
+  {
+    ServerProcess head(head_config({w1.port(), w2.port()}));
+    complete(head, false, 4);
+    head.signal(SIGKILL);
+    BOOST_TEST(head.wait_exit(std::chrono::seconds(10)) == 128 + SIGKILL);
+  }
+  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w2.log_reaches("is gone", std::chrono::seconds(5)), w2.log());
+  const auto config = write_file("heads.toml", head_config({w1.port(), w2.port()}));
+  long rss_after_first = 0;
+  std::string first_text;
+  for (int i = 0; i < 20; ++i) {
+    const Run r = run_actorlm("generate --max-tokens 6 --config " + config);
+    BOOST_REQUIRE_MESSAGE(r.status == 0, "head " << i << ": " << r.output << "\nworker: " << w2.log());
+    if (i == 0) {
+      // Let the worker drop the head before measuring.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      rss_after_first = w2.rss_kib();
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const long rss_after_last = w2.rss_kib();
+  BOOST_TEST_MESSAGE("worker RSS after head 1: " << rss_after_first << " KiB, after head 20: " << rss_after_last << " KiB");
+  BOOST_TEST(rss_after_last - rss_after_first < 32 * 1024, "worker RSS grew from " << rss_after_first << " to "
+                                                                << rss_after_last << " KiB over 19 heads");
+  std::remove(config.c_str());
+}
