@@ -97,6 +97,12 @@ std::vector<scheduler::StepRecord> Engine::take_step_records() {
   return ask<std::vector<scheduler::StepRecord>>(sys_, actors_.scheduler, scheduler::sched_records_atom::value);
 }
 
+bool Engine::replace_shards(std::vector<shard::shard_actor> shards, std::vector<std::string> locations) {
+  const bool ok = ask<bool>(sys_, actors_.scheduler, scheduler::sched_replace_atom::value, shards, std::move(locations));
+  if (ok) actors_.shards = std::move(shards);
+  return ok;
+}
+
 std::vector<scheduler::RequestRecord> Engine::take_request_records() {
   return ask<std::vector<scheduler::RequestRecord>>(sys_, actors_.scheduler, scheduler::sched_requests_atom::value);
 }

@@ -60,6 +60,9 @@ class Engine {
   kv::KvStats kv_stats();
   std::vector<scheduler::StepRecord> take_step_records();
   std::vector<scheduler::RequestRecord> take_request_records();
+  // An unhealthy engine takes new shards for its ranks (see scheduler_protocol.hpp, replace);
+  // true when it is healthy again.
+  bool replace_shards(std::vector<shard::shard_actor> shards, std::vector<std::string> locations = {});
   const EngineActors& actors() const { return actors_; }
 
  private:

@@ -2,6 +2,7 @@
 
 #include "actors/http/api_call.hpp"
 #include "actors/http/connection.hpp"
+#include "actors/http/prometheus.hpp"
 #include "actors/http/server_metrics.hpp"
 #include "actors/serving/served_model.hpp"
 
@@ -265,6 +266,16 @@ void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req
       Response res{beast_http::status::ok, 11};
       res.set(beast_http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res.body() = metrics.render(stats.counts, kv, !draining && !stopping && stats.healthy, stats.healthy);
+      if (const auto cluster = model.cluster_status()) {
+        render_gauge(res.body(), "actorlm_cluster_workers", "Workers in [cluster] workers", cluster->workers);
+        render_gauge(res.body(), "actorlm_cluster_workers_up", "Workers hosting this head's ranks now",
+                     cluster->workers_up);
+        render_counter(res.body(), "actorlm_cluster_worker_failures_total",
+                       "Engine failures a lost worker caused (each fails the requests in flight)",
+                       double(cluster->worker_failures));
+        render_counter(res.body(), "actorlm_cluster_recoveries_total",
+                       "Times serving resumed after a lost worker came back", double(cluster->recoveries));
+      }
       return res;
     });
   const std::string method(req.method_string().data(), req.method_string().size());

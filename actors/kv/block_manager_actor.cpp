@@ -64,6 +64,11 @@ block_manager_actor::behavior_type block_manager_fn(self_ptr self, BlockManagerO
         });
       },
       [self](kv_stats_atom) { return self->state.bm->stats(); },
+      [self](kv_reset_atom) {
+        const BlockManagerOptions opt = self->state.bm->options();
+        self->state.bm.emplace(opt);
+        return self->state.bm->stats();
+      },
   };
 }
 

@@ -18,6 +18,7 @@ using kv_free_atom = caf::atom_constant<caf::atom("kv_free")>;
 using kv_abort_atom = caf::atom_constant<caf::atom("kv_abort")>;
 using kv_stats_atom = caf::atom_constant<caf::atom("kv_stats")>;
 using kv_fork_atom = caf::atom_constant<caf::atom("kv_fork")>;
+using kv_reset_atom = caf::atom_constant<caf::atom("kv_reset")>;
 
 // reserve: one per scheduler iteration (see block_manager_messages.hpp).
 // fork:    parent, child outside a step (e.g. n > 1 right after prefill); the reply carries the
@@ -25,12 +26,15 @@ using kv_fork_atom = caf::atom_constant<caf::atom("kv_fork")>;
 // free:    sequences that finished; error if one is unknown. Replies the stats after.
 // abort:   cancelled sequences in any state; unknown ones are ignored. Replies those freed.
 // stats:   counters and occupancy.
+// reset:   forgets every sequence and the prefix cache (the shards that held the blocks' contents
+//          were replaced); replies the stats after: every block free.
 using block_manager_actor = caf::typed_actor<
     caf::replies_to<ReserveRequest>::with<ReserveReply>,
     caf::replies_to<kv_fork_atom, SeqId, SeqId>::with<ReserveReply>,
     caf::replies_to<kv_free_atom, std::vector<SeqId>>::with<KvStats>,
     caf::replies_to<kv_abort_atom, std::vector<SeqId>>::with<std::vector<SeqId>>,
-    caf::replies_to<kv_stats_atom>::with<KvStats>>;
+    caf::replies_to<kv_stats_atom>::with<KvStats>,
+    caf::replies_to<kv_reset_atom>::with<KvStats>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, BlockCopy& x) {

@@ -6,6 +6,7 @@
 #include <caf/system_messages.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -24,6 +25,7 @@ struct SchedulerState {
   kv::block_manager_actor block_manager;
   bool block_manager_up = true;
   std::vector<shard::shard_actor> shards;
+  std::vector<std::string> locations;   // [shards] or empty: where each rank runs
   std::unordered_map<RequestId, token_sink> sinks;
   Phase phase = Phase::idle;
   std::uint64_t phase_step = 0;   // the policy's step id of what is in flight
@@ -53,7 +55,7 @@ std::string seconds_text(Time ns) {
 
 // "shard rank 1", or with the rank on another machine "shard rank 1 on worker 10.0.0.2:7001".
 std::string shard_label(self_ptr self, std::size_t rank) {
-  const auto& where = self->state.policy->options().shard_locations;
+  const auto& where = self->state.locations;
   return "shard rank " + std::to_string(rank) + (rank < where.size() ? " on " + where[rank] : std::string());
 }
 
@@ -248,12 +250,41 @@ void monitor_components(self_ptr self) {
   });
 }
 
+// The lost shards are replaced: the block manager forgets what they held, then the engine is
+// healthy and serves again.
+caf::result<bool> replace_shards(self_ptr self, std::vector<shard::shard_actor> shards,
+                                 std::vector<std::string> locations) {
+  auto& st = self->state;
+  if (st.failure.empty() || !st.block_manager_up || shards.size() != st.shards.size() ||
+      std::any_of(shards.begin(), shards.end(), [](const auto& s) { return !s; }))
+    return false;
+  auto rp = self->make_response_promise<bool>();
+  self->request(st.block_manager, caf::infinite, kv::kv_reset_atom::value)
+      .then(
+          [self, rp, shards = std::move(shards), locations = std::move(locations)](const kv::KvStats& kv) mutable {
+            auto& st = self->state;
+            for (const auto& s : st.shards)
+              if (s) self->demonitor(s.address());
+            st.shards = std::move(shards);
+            st.locations = std::move(locations);
+            for (const auto& s : st.shards) self->monitor(s);
+            st.kv = kv;
+            st.failure.clear();
+            st.phase = Phase::idle;
+            rp.deliver(true);
+            iterate(self);
+          },
+          [rp](caf::error&) mutable { rp.deliver(false); });
+  return rp;
+}
+
 scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
                                             kv::block_manager_actor bm,
                                             std::vector<shard::shard_actor> shards) {
   self->state.policy.emplace(opt);
   self->state.block_manager = std::move(bm);
   self->state.shards = std::move(shards);
+  self->state.locations = opt.shard_locations;
   monitor_components(self);
   return {
       [self](RequestSpec& spec, token_sink& sink) {
@@ -288,6 +319,10 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
         iterate(self);
       },
       [self](sched_watchdog_atom) { on_watchdog(self); },
+      [self](sched_replace_atom, std::vector<shard::shard_actor>& shards,
+             std::vector<std::string>& locations) -> caf::result<bool> {
+        return replace_shards(self, std::move(shards), std::move(locations));
+      },
   };
 }
 

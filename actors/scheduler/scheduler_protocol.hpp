@@ -21,6 +21,7 @@ using sched_tick_atom = caf::atom_constant<caf::atom("s_tick")>;
 using sched_records_atom = caf::atom_constant<caf::atom("s_records")>;
 using sched_requests_atom = caf::atom_constant<caf::atom("s_requests")>;
 using sched_watchdog_atom = caf::atom_constant<caf::atom("s_watchdog")>;
+using sched_replace_atom = caf::atom_constant<caf::atom("s_replace")>;
 
 // What one step produced for the requests of one sink: their tokens in order, then the
 // samples that finished. A sink gets at most one batch per step (one message, however many of
@@ -36,9 +37,9 @@ struct SinkBatch {
 // Receives the tokens of the requests submitted with it.
 using token_sink = caf::typed_actor<caf::reacts_to<SinkBatch>>;
 
-// healthy turns false for good when a shard actor or the block manager stops (or the block
-// manager misses its deadline); `failure` then names the component and why, and every later
-// submission is refused with SubmitStatus::unavailable.
+// healthy turns false when a shard actor or the block manager stops (or the block manager
+// misses its deadline); `failure` then names the component and why, and every later submission
+// is refused with SubmitStatus::unavailable, until new shards replace the lost ones (replace).
 struct EngineStats {
   SchedulerCounts counts;
   kv::KvStats kv;
@@ -56,12 +57,18 @@ struct EngineStats {
 //          max_kept_records at most are kept between calls).
 // tick:   internal (the dynamic regime's batching delay).
 // watchdog: internal (the deadline of the step or reservation in flight; see scheduler_actor.hpp).
+// replace: an unhealthy engine whose block manager is up takes new shards (one per rank, and
+//          where each runs, for messages): the block manager is reset (the lost shards held
+//          the blocks' contents), the engine is healthy again and serves. False, and nothing
+//          changes, when the engine is healthy, its block manager is gone, or the rank count
+//          differs.
 using scheduler_actor = caf::typed_actor<
     caf::replies_to<RequestSpec, token_sink>::with<SubmitStatus>,
     caf::replies_to<sched_abort_atom, RequestId>::with<bool>,
     caf::replies_to<sched_stats_atom>::with<EngineStats>,
     caf::replies_to<sched_records_atom>::with<std::vector<StepRecord>>,
     caf::replies_to<sched_requests_atom>::with<std::vector<RequestRecord>>,
+    caf::replies_to<sched_replace_atom, std::vector<shard::shard_actor>, std::vector<std::string>>::with<bool>,
     caf::reacts_to<sched_tick_atom>,
     caf::reacts_to<sched_watchdog_atom>>;
 

@@ -1,7 +1,7 @@
 #include "actors/serving/served_model.hpp"
 
 #include "actors/cluster/cluster_protocol.hpp"
-#include "actors/cluster/head.hpp"
+#include "actors/cluster/supervisor.hpp"
 #include "actors/cluster/network.hpp"
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/shard/shard_protocol.hpp"
@@ -12,7 +12,7 @@ namespace actorlm::serving {
 
 namespace detail {
 struct Cluster {
-  cluster::ClusterShards shards;
+  cluster::ClusterSupervisor supervisor;
 };
 }  // namespace detail
 
@@ -40,16 +40,27 @@ ServedModel::ServedModel(caf::actor_system& sys, const config::Config& cfg)
     return;
   }
   backend_ = load_backend(cfg, RankHosting::none());
-  cluster_ = std::unique_ptr<detail::Cluster>(new detail::Cluster{cluster::ClusterShards(sys, cfg, backend_.identity)});
-  const auto shards = cluster_->shards.shards();
+  cluster_ = std::unique_ptr<detail::Cluster>(new detail::Cluster{cluster::ClusterSupervisor(sys, cfg, backend_.identity)});
+  const auto shards = cluster_->supervisor.shards();
   engine::ShardFactory remote = [shards](caf::actor_system&, std::uint32_t rank, std::uint32_t) {
     return shards.at(rank);
   };
   backend_.description += " (ranks on the cluster's workers)";
-  engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, remote, cluster_->shards.locations());
+  engine_ = std::make_unique<engine::Engine>(sys, cfg, backend_.capacity, remote, cluster_->supervisor.locations());
+  cluster_->supervisor.watch(*engine_);
 }
 
-ServedModel::~ServedModel() = default;
+std::optional<cluster::ClusterStatus> ServedModel::cluster_status() const {
+  if (!cluster_) return std::nullopt;
+  return cluster_->supervisor.status();
+}
+
+ServedModel::~ServedModel() {
+  // No recovery while the engine stops; the workers are let go after it.
+  if (cluster_) cluster_->supervisor.stop_watching();
+  engine_.reset();
+  cluster_.reset();
+}
 
 std::vector<model::Token> ServedModel::chat_prompt(const std::vector<model::ChatMessage>& messages) const {
   return backend_.codec->chat_prompt(messages);

@@ -3,12 +3,14 @@
 // engine over its shards, plus the backend's text codec. What the CLI, the benchmarks and the
 // HTTP front end put requests through.
 
+#include "actors/cluster/cluster_status.hpp"
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
 #include "actors/serving/backend.hpp"
 #include "actors/serving/text_codec.hpp"
 
 #include <memory>
+#include <optional>
 
 namespace caf { class actor_system; class actor_system_config; }
 
@@ -58,6 +60,10 @@ class ServedModel {
   scheduler::RequestSpec request(scheduler::RequestId id, std::vector<model::Token> prompt,
                                  std::uint32_t max_tokens) const;
   const std::vector<model::Token>& stop_tokens() const { return backend_.stop_tokens; }
+  // With [cluster] workers: their state, and a failed engine is recovered when they are back
+  // (the daemon keeps serving 503s meanwhile instead of exiting); nullopt in one process.
+  std::optional<cluster::ClusterStatus> cluster_status() const;
+  bool recovers_from_failures() const { return cluster_ != nullptr; }
 
  private:
   Backend backend_;

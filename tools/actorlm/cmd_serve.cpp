@@ -3,7 +3,9 @@
 // SIGINT: readiness off, new requests refused with 503, requests in flight finished (up to
 // server.drain_timeout_s), exit 0. A second signal exits at once. When the engine turns
 // unhealthy (a shard actor or the block manager is lost: its requests have already ended with an
-// error), it logs why, drains the same way and exits with code 3, for a supervisor to restart it.
+// error), it logs why, drains the same way and exits with code 3, for a supervisor to restart it;
+// with [cluster] workers it keeps serving instead (503 until the workers are back: the cluster
+// supervisor re-creates the lost ranks).
 #include "actors/http/http_server.hpp"
 #include "actors/serving/served_model.hpp"
 #include "actors/config/config.hpp"
@@ -64,13 +66,15 @@ std::string engine_failure(engine::Engine& engine) {
 
 // Waits for a signal or an unhealthy engine (polled every 250 ms), then drains and stops the
 // server; `exit_code` becomes 0 after a signal, exit_engine_failed after an engine failure.
-void watch(http::HttpServer& server, engine::Engine& engine, double drain_timeout_s, const std::atomic<bool>& done,
-           int& exit_code) {
+void watch(http::HttpServer& server, engine::Engine& engine, bool recovers, double drain_timeout_s,
+           const std::atomic<bool>& done, int& exit_code) {
   int sig = -1;
   std::string failure;
   for (int tick = 1; !done; ++tick) {
     if ((sig = next_signal(50)) >= 0) break;
-    if (tick % 5 == 0 && !(failure = engine_failure(engine)).empty()) break;
+    if (tick % 5 != 0) continue;
+    failure = engine_failure(engine);
+    if (!failure.empty() && !recovers) break;
   }
   if (done) return;
   if (sig >= 0) {
@@ -145,8 +149,8 @@ int run_serve(const ServeOptions& o) {
                  base, cfg->server.api_key.empty() ? "" : " -H 'Authorization: Bearer $KEY'", cfg->model.name);
     std::atomic<bool> done{false};
     int exit_code = 0;
-    std::thread watcher(watch, std::ref(server), std::ref(model.engine()), cfg->server.drain_timeout_s,
-                        std::cref(done), std::ref(exit_code));
+    std::thread watcher(watch, std::ref(server), std::ref(model.engine()), model.recovers_from_failures(),
+                        cfg->server.drain_timeout_s, std::cref(done), std::ref(exit_code));
     server.serve();
     done = true;
     watcher.join();

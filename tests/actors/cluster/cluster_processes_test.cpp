@@ -49,8 +49,9 @@ std::string head_config(const std::vector<int>& ports, const Tls* tls = nullptr)
 // `actorlm worker --listen 127.0.0.1:0`, once it listens.
 class WorkerProcess : public ChildProcess {
  public:
-  explicit WorkerProcess(const std::string& config_text)
-      : ChildProcess({"worker", "--listen", "127.0.0.1:0"}, "worker listening on 127.0.0.1:", config_text) {}
+  explicit WorkerProcess(const std::string& config_text, int port = 0)
+      : ChildProcess({"worker", "--listen", "127.0.0.1:" + std::to_string(port)}, "worker listening on 127.0.0.1:",
+                     config_text) {}
   std::string address() const { return "127.0.0.1:" + std::to_string(port()); }
   // Resident memory, from /proc.
   long rss_kib() const {
@@ -220,6 +221,29 @@ double fault_mid_stream(ServerProcess& head, WorkerProcess& victim, int sig, Str
   return std::chrono::duration<double>(t_end - t_fault).count();
 }
 
+// Polls /metrics until `pred` holds; false after `timeout`.
+bool metrics_reach(ServerProcess& s, const std::function<bool(const std::string&)>& pred,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto c = s.client(5);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto m = c.Get("/metrics"); m && pred(m->body)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+// Polls /ready until it answers `status`; false after `timeout`.
+bool ready_reaches(ServerProcess& s, int status, std::chrono::milliseconds timeout) {
+  auto c = s.client(5);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (status_of(c.Get("/ready")) == status) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 void check_error_names(const Stream& streamed, const json& body, const std::string& what, const std::string& log) {
   BOOST_TEST(body["error"]["type"] == "server_error", body.dump() << "\n" << log);
   BOOST_TEST(body["error"].value("message", "").find(what) != std::string::npos, body.dump());
@@ -231,22 +255,46 @@ void check_error_names(const Stream& streamed, const json& body, const std::stri
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_worker_killed_mid_stream_ends_every_request_with_an_error_naming_it_within_two_seconds) {
-  WorkerProcess w1(worker_config()), w2(worker_config());
-  ServerProcess head(head_config({w1.port(), w2.port()}));
+BOOST_AUTO_TEST_CASE(a_worker_killed_mid_stream_fails_its_requests_within_two_seconds_and_serving_resumes_when_it_is_back) {
+  WorkerProcess w1(worker_config());
+  auto w2 = std::make_unique<WorkerProcess>(worker_config());
+  const int w2_port = w2->port();
+  const std::string w2_address = w2->address();
+  ServerProcess head(head_config({w1.port(), w2_port}));
+  const json before = complete(head, false);
   Stream streamed;
   json body;
-  const double seconds = fault_mid_stream(head, w2, SIGKILL, streamed, body);
+  const double seconds = fault_mid_stream(head, *w2, SIGKILL, streamed, body);
   BOOST_TEST_MESSAGE("SIGKILL of a worker to the last request's end: " << seconds << " s");
   BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
-  check_error_names(streamed, body, "on worker " + w2.address(), head.log());
-  // Not ready any more, and the head exits for its supervisor (code 3); the surviving worker
-  // frees the head's shards and waits for the next head.
-  auto c = head.client(5);
+  check_error_names(streamed, body, "on worker " + w2_address, head.log());
+  // Not ready while the worker is away: /ready and new requests get 503 (with Retry-After);
+  // the metrics say a worker failed. The surviving worker frees the lost engine's rank.
+  auto c = head.client(10);
   auto ready = c.Get("/ready");
   BOOST_TEST((ready ? ready->status : 0) == 503);
-  BOOST_TEST(head.wait_exit(std::chrono::seconds(20)) == 3, head.log());
+  auto refused = post_json(c, "/v1/completions", {{"model", "SmolLM2-135M-Instruct"}, {"prompt", "Hi"}, {"max_tokens", 2}});
+  BOOST_TEST(status_of(refused) == 503);
+  if (refused) BOOST_TEST(refused->get_header_value("Retry-After") == "1");
+  BOOST_TEST(metrics_reach(head, [](const std::string& m) {
+    return metric(m, "actorlm_cluster_worker_failures_total") == 1 && metric(m, "actorlm_cluster_workers_up") == 0;
+  }), head.log());
   BOOST_TEST(w1.log_reaches("stopping its 1 shard(s) and waiting for a head", std::chrono::seconds(10)), w1.log());
+
+  // The worker comes back on its address: the head re-creates the ranks, without a restart,
+  // and answers exactly as before.
+  w2.reset();
+  const auto t_restart = std::chrono::steady_clock::now();
+  WorkerProcess w2_again(worker_config(), w2_port);
+  BOOST_TEST(ready_reaches(head, 200, std::chrono::seconds(30)), head.log());
+  const json after = complete(head, false);
+  const double recovery = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_restart).count();
+  BOOST_TEST_MESSAGE("worker restart to the first successful request: " << recovery << " s");
+  BOOST_TEST(after == before, after.dump() << " vs " << before.dump());
+  BOOST_TEST(metrics_reach(head, [](const std::string& m) {
+    return metric(m, "actorlm_cluster_recoveries_total") == 1 && metric(m, "actorlm_cluster_workers_up") == 2;
+  }), head.log());
+  BOOST_TEST(head.log().find("serving again") != std::string::npos, head.log());
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_stopped_mid_stream_is_caught_by_the_heartbeat_and_its_requests_end_with_an_error) {
@@ -256,11 +304,13 @@ BOOST_AUTO_TEST_CASE(a_worker_stopped_mid_stream_is_caught_by_the_heartbeat_and_
   json body;
   const double seconds = fault_mid_stream(head, w1, SIGSTOP, streamed, body);
   BOOST_TEST_MESSAGE("SIGSTOP of a worker to the last request's end: " << seconds << " s");
-  w1.signal(SIGCONT);
   // Four heartbeats of 0.25 s, or the step deadline (10 s): whichever is first.
   BOOST_TEST(seconds <= 5.0, "the requests ended " << seconds << " s after the stop");
   check_error_names(streamed, body, "worker " + w1.address(), head.log());
-  BOOST_TEST(head.wait_exit(std::chrono::seconds(20)) == 3, head.log());
+  // Once it runs again, the head takes it back.
+  w1.signal(SIGCONT);
+  BOOST_TEST(ready_reaches(head, 200, std::chrono::seconds(60)), head.log());
+  BOOST_TEST(!complete(head, false, 4)["text"].get<std::string>().empty());
 }
 
 BOOST_AUTO_TEST_CASE(workers_free_a_lost_heads_shards_and_serve_twenty_heads_after_it_without_growing) {

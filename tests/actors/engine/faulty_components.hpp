@@ -101,6 +101,7 @@ inline kv::block_manager_actor::behavior_type withholding_block_manager(
       [=](kv::kv_free_atom a, std::vector<kv::SeqId>& s) { return self->delegate(real, a, std::move(s)); },
       [=](kv::kv_abort_atom a, std::vector<kv::SeqId>& s) { return self->delegate(real, a, std::move(s)); },
       [=](kv::kv_stats_atom a) { return self->delegate(real, a); },
+      [=](kv::kv_reset_atom a) { return self->delegate(real, a); },
   };
 }
 
