@@ -53,6 +53,10 @@ std::string seconds_text(Time ns) {
   return buf;
 }
 
+// How long rank 0's error for a step waits for a lost peer rank's down message (see the error
+// handler in on_reserved).
+constexpr std::chrono::milliseconds step_failure_grace{200};
+
 // "shard rank 1", or with the rank on another machine "shard rank 1 on worker 10.0.0.2:7001".
 std::string shard_label(self_ptr self, std::size_t rank) {
   const auto& where = self->state.locations;
@@ -166,8 +170,13 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
           [self, id](caf::error& err) {
             auto& st = self->state;
             if (st.phase != Phase::executing || st.phase_step != id) return;
-            fail_step(self, shard_label(self, 0) + " failed step " + std::to_string(id) + ": " +
-                                self->system().render(err));
+            std::string why = shard_label(self, 0) + " failed step " + std::to_string(id) + ": " +
+                              self->system().render(err);
+            if (st.shards.size() == 1) return fail_step(self, why);
+            // With several ranks, rank 0's error is often a symptom: its all-reduce lost a peer
+            // that has stopped. The peer's down message comes within milliseconds of it and fails
+            // the engine naming the real cause; until the grace period is over nothing else runs.
+            self->delayed_send(self, step_failure_grace, sched_step_failed_atom::value, id, std::move(why));
           });
 }
 
@@ -319,6 +328,10 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
         iterate(self);
       },
       [self](sched_watchdog_atom) { on_watchdog(self); },
+      [self](sched_step_failed_atom, std::uint64_t id, const std::string& why) {
+        auto& st = self->state;
+        if (st.phase == Phase::executing && st.phase_step == id && st.failure.empty()) fail_step(self, why);
+      },
       [self](sched_replace_atom, std::vector<shard::shard_actor>& shards,
              std::vector<std::string>& locations) -> caf::result<bool> {
         return replace_shards(self, std::move(shards), std::move(locations));

@@ -22,6 +22,7 @@ using sched_records_atom = caf::atom_constant<caf::atom("s_records")>;
 using sched_requests_atom = caf::atom_constant<caf::atom("s_requests")>;
 using sched_watchdog_atom = caf::atom_constant<caf::atom("s_watchdog")>;
 using sched_replace_atom = caf::atom_constant<caf::atom("s_replace")>;
+using sched_step_failed_atom = caf::atom_constant<caf::atom("s_stepfail")>;
 
 // What one step produced for the requests of one sink: their tokens in order, then the
 // samples that finished. A sink gets at most one batch per step (one message, however many of
@@ -57,6 +58,7 @@ struct EngineStats {
 //          max_kept_records at most are kept between calls).
 // tick:   internal (the dynamic regime's batching delay).
 // watchdog: internal (the deadline of the step or reservation in flight; see scheduler_actor.hpp).
+// step_failed: internal (rank 0's error for a step, acted on after a grace period; see there).
 // replace: an unhealthy engine whose block manager is up takes new shards (one per rank, and
 //          where each runs, for messages): the block manager is reset (the lost shards held
 //          the blocks' contents), the engine is healthy again and serves. False, and nothing
@@ -70,7 +72,8 @@ using scheduler_actor = caf::typed_actor<
     caf::replies_to<sched_requests_atom>::with<std::vector<RequestRecord>>,
     caf::replies_to<sched_replace_atom, std::vector<shard::shard_actor>, std::vector<std::string>>::with<bool>,
     caf::reacts_to<sched_tick_atom>,
-    caf::reacts_to<sched_watchdog_atom>>;
+    caf::reacts_to<sched_watchdog_atom>,
+    caf::reacts_to<sched_step_failed_atom, std::uint64_t, std::string>>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestSpec& x) {

@@ -25,4 +25,10 @@ last=$(tail -n 1 <<<"$out")
 for key in tokens_per_s_1 tokens_per_s_2 tokens_per_s_one_at_a_time kv_blocks kv_dtype; do
   grep -q "\"$key\":" <<<"$last" || fail "bench cpu: no $key in: $last"
 done
+out=$(timeout 240 "$actorlm" bench cluster --steps 20 --no-cpu 2>"$err") || fail "bench cluster exited $?"
+last=$(tail -n 1 <<<"$out")
+for key in remote_step_overhead_us_256 in_process_step_overhead_us_256 step_bytes_256 failover_seconds \
+           recovery_seconds; do
+  grep -q "\"$key\":" <<<"$last" || fail "bench cluster: no $key in: $last"
+done
 echo "bench smoke: ok"

@@ -119,6 +119,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   add_bench_client_command(*bench, exit_code);
   add_bench_fidelity_command(*bench, exit_code);
   add_bench_sim_command(*bench, exit_code);
+  add_bench_cluster_command(*bench, exit_code);
   auto opt = std::make_shared<bench::KvBenchOptions>();
   auto* kv = bench->add_subcommand(
       "kv", "Block manager: append and prefix-allocate latency, paged vs reserved utilization");

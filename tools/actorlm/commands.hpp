@@ -26,6 +26,7 @@ void add_bench_serve_command(CLI::App& bench, int& exit_code);  // bench serve, 
 void add_bench_soak_command(CLI::App& bench, int& exit_code);   // bench soak (under `bench`)
 void add_bench_client_command(CLI::App& bench, int& exit_code); // bench client (under `bench`)
 void add_bench_fidelity_command(CLI::App& bench, int& exit_code); // bench fidelity (under `bench`)
+void add_bench_cluster_command(CLI::App& bench, int& exit_code);  // bench cluster (under `bench`)
 
 // Loads FILE (empty: the embedded default); on errors prints them all to stderr, returns nullopt.
 std::optional<config::Config> load_config_or_report(const std::string& file);
