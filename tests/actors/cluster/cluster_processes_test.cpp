@@ -221,18 +221,6 @@ double fault_mid_stream(ServerProcess& head, WorkerProcess& victim, int sig, Str
   return std::chrono::duration<double>(t_end - t_fault).count();
 }
 
-// Polls /metrics until `pred` holds; false after `timeout`.
-bool metrics_reach(ServerProcess& s, const std::function<bool(const std::string&)>& pred,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto c = s.client(5);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto m = c.Get("/metrics"); m && pred(m->body)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 // Polls /ready until it answers `status`; false after `timeout`.
 bool ready_reaches(ServerProcess& s, int status, std::chrono::milliseconds timeout) {
   auto c = s.client(5);

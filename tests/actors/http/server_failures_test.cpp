@@ -74,18 +74,6 @@ void check_failed(const Pair& p, const std::string& what, const std::string& log
   BOOST_TEST(streamed_message.find(what) != std::string::npos, streamed_message);
 }
 
-// Polls /metrics until `pred` holds; false after `timeout`.
-bool metrics_reach(ServerProcess& s, const std::function<bool(const std::string&)>& pred,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto c = s.client(5);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto m = c.Get("/metrics"); m && pred(m->body)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 const char* const step_faults[] = {"error", "hang"};
 
 }  // namespace

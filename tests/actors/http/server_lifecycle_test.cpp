@@ -13,18 +13,6 @@ namespace {
 
 const std::string kModel = "SmolLM2-135M-Instruct";
 
-// Polls /metrics until `pred` holds; false after `timeout`.
-bool metrics_reach(ServerProcess& s, const std::function<bool(const std::string&)>& pred,
-                   std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  auto c = s.client();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (auto m = c.Get("/metrics"); m && pred(m->body)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sixty_four_concurrent_streams_all_complete) {

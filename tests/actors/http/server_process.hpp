@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -191,6 +192,18 @@ inline Stream post_stream(httplib::Client& c, const std::string& path, const jso
   httplib::Error error = httplib::Error::Success;
   if (!c.send(req, res, error)) s.error = httplib::to_string(error);
   return s;
+}
+
+// Polls the server's /metrics until `pred` holds; false after `timeout`.
+inline bool metrics_reach(ServerProcess& s, const std::function<bool(const std::string&)>& pred,
+                          std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  auto c = s.client(5);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (auto m = c.Get("/metrics"); m && pred(m->body)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
 }
 
 // The value of an unlabelled sample in Prometheus text, or -1 when absent.
