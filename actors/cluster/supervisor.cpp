@@ -105,8 +105,10 @@ bool ClusterSupervisor::recover(engine::Engine& engine, const std::string& failu
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), attempt);
       return true;
     } catch (const std::exception& e) {
-      spdlog::warn("cluster: reconnect attempt {} failed: {}; next in {:.2f} s", attempt, e.what(),
-                   std::chrono::duration<double>(backoff).count());
+      // The first attempts each, then one in 30 (a minute at the longest backoff).
+      if (attempt <= 5 || attempt % 30 == 0)
+        spdlog::warn("cluster: reconnect attempt {} failed: {}; next in {:.2f} s", attempt, e.what(),
+                     std::chrono::duration<double>(backoff).count());
     }
     if (!pause(backoff)) return false;
     backoff = std::min(backoff * 2, max_backoff);
