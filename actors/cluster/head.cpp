@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -31,21 +32,37 @@ struct Worker {
   worker_actor handle;
 };
 
-// remote_actor blocks without limit on a host that accepts but never answers (a stopped
-// process): it runs on a thread of its own, abandoned when the limit passes.
-worker_actor reach(caf::actor_system& sys, const Worker& w, bool tls, std::chrono::duration<double> limit) {
+// One attempt to reach a worker: remote_actor blocks without limit on a host that accepts but
+// never answers (a stopped process), so it runs on a thread of its own, abandoned when the limit
+// passes (nullopt then).
+std::optional<caf::expected<worker_actor>> try_reach(caf::actor_system& sys, const Worker& w, bool tls,
+                                                     std::chrono::duration<double> limit) {
   auto task = std::make_shared<std::packaged_task<caf::expected<worker_actor>()>>([&sys, host = w.host, port = w.port, tls] {
     return tls ? caf::openssl::remote_actor<worker_actor>(sys, host, port)
                : sys.middleman().remote_actor<worker_actor>(host, port);
   });
   auto result = task->get_future();
   std::thread([task] { (*task)(); }).detach();
-  if (result.wait_for(limit) != std::future_status::ready)
-    throw std::runtime_error("worker " + w.address + " did not answer within cluster.connect_timeout_s = " +
-                             std::to_string(limit.count()) + " s (a stopped process, or a firewall?)");
-  auto handle = result.get();
-  if (!handle) {
-    const std::string why = sys.render(handle.error());
+  if (result.wait_for(limit) != std::future_status::ready) return std::nullopt;
+  return result.get();
+}
+
+// The worker's actor, within `limit`. A handshake that outlasts the middleman's connection
+// timeout (4 heartbeats: a machine under load, a slow TLS handshake) is tried again while time
+// is left; a refused connection or a TLS failure is reported at once.
+worker_actor reach(caf::actor_system& sys, const Worker& w, bool tls, std::chrono::duration<double> limit) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(limit);
+  for (;;) {
+    auto handle = try_reach(sys, w, tls, std::chrono::duration<double>(deadline - Clock::now()));
+    if (!handle)
+      throw std::runtime_error("worker " + w.address + " did not answer within cluster.connect_timeout_s = " +
+                               std::to_string(limit.count()) + " s (a stopped process, or a firewall?)");
+    if (*handle) return std::move(**handle);
+    const std::string why = sys.render(handle->error());
+    if (why.find("connection_timeout") != std::string::npos && Clock::now() + std::chrono::seconds(1) < deadline) {
+      spdlog::warn("cluster: the handshake with worker {} timed out ({}); trying again", w.address, why);
+      continue;
+    }
     std::string hint = " (is `actorlm worker --listen " + w.address + "` running?)";
     if (why.find("handshake") != std::string::npos || why.find("disconnect") != std::string::npos)
       hint = tls ? " (a TLS handshake refused: does the worker use TLS with a certificate of this cluster's CA "
@@ -53,7 +70,6 @@ worker_actor reach(caf::actor_system& sys, const Worker& w, bool tls, std::chron
                  : " (does the worker require TLS? then set cluster.tls_cert, tls_key and tls_ca here too)";
     throw std::runtime_error("cannot reach worker " + w.address + ": " + why + hint);
   }
-  return std::move(*handle);
 }
 
 std::string ranks_text(const std::vector<std::uint32_t>& ranks) {

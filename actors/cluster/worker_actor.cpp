@@ -53,6 +53,9 @@ void drop_head(self_ptr self, const std::string& why) {
 WorkerHello on_hello(self_ptr self, const HeadHello& hello) {
   auto& st = self->state;
   const std::string me = hello.worker.empty() ? st.options->name : hello.worker;
+  // The head being served says hello again: it is recovering from a lost rank elsewhere and has
+  // let its ranks go (the loss of its old rendezvous store may not have arrived yet).
+  if (!st.head.empty() && st.head == hello.head) drop_head(self, st.head + " reconnects");
   WorkerHello out;
   out.description = st.options->description;
   out.memory = st.options->memory;

@@ -57,7 +57,7 @@ swap_space = 0.0625
 [model]
 max_model_len = 1024
 '
-tls() { printf '[cluster]\ntls_cert = "%s/certs/%s.pem"\ntls_key = "%s/certs/%s.key"\ntls_ca = "%s/certs/ca.pem"\n' "$tmp" "$1" "$tmp" "$1" "$tmp"; }
+tls() { printf '[cluster]\nheartbeat_interval_s = 1.0\ntls_cert = "%s/certs/%s.pem"\ntls_key = "%s/certs/%s.key"\ntls_ca = "%s/certs/ca.pem"\n' "$tmp" "$1" "$tmp" "$1" "$tmp"; }
 for n in w1 w2; do { echo "$shared"; tls "$n"; } >"$tmp/$n.toml"; done
 { echo "$shared"; tls h; echo "workers = [\"${addr[w1]}:7101\", \"${addr[w2]}:7102\"]"; } >"$tmp/h.toml"
 echo "$shared" >"$tmp/plain.toml"
