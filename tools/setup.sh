@@ -18,6 +18,7 @@ packages=(
   python3-venv            # the test set-up's virtual environment for the openai client
   libcpp-httplib-dev      # the HTTP clients of the tests and benchmarks
   openssl                 # certificates for the cluster's mutual TLS (tools/cluster/make_certs.sh)
+  iproute2                # ip netns / veth / tc for the cluster test on real addresses
 )
 
 # shellcheck source=tools/apt_install.sh

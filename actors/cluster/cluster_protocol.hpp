@@ -57,6 +57,13 @@ struct HostRanks {
   store_actor store;                 // where the group's data plane meets (the head's)
 };
 
+// "0, 1, 2": ranks in logs and messages.
+inline std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
+  std::string out;
+  for (auto r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
 using worker_actor =
     caf::typed_actor<caf::replies_to<hello_atom, HeadHello>::with<WorkerHello>,
                      caf::replies_to<host_atom, HostRanks>::with<std::vector<shard::shard_actor>>>;

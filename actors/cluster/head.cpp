@@ -72,12 +72,6 @@ worker_actor reach(caf::actor_system& sys, const Worker& w, bool tls, std::chron
   }
 }
 
-std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
-  std::string out;
-  for (auto r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
 }  // namespace
 
 std::string head_name() {

@@ -30,12 +30,6 @@ struct WorkerState {
 
 using self_ptr = worker_actor::stateful_pointer<WorkerState>;
 
-std::string ranks_text(const std::vector<std::uint32_t>& ranks) {
-  std::string out;
-  for (auto r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
-  return out;
-}
-
 // Stops the shards of the head being served and forgets it: their weights and KV cache are
 // freed when the shard actors end.
 void drop_head(self_ptr self, const std::string& why) {

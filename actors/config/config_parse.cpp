@@ -303,15 +303,20 @@ std::vector<std::uint32_t> worker_of_rank(const ClusterConfig& c, std::int64_t t
 }
 
 bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port) {
-  if (!is_host_port(text)) return false;
   const auto colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return false;
+  const std::string_view digits = text.substr(colon + 1);
+  int value = -1;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec != std::errc{} || end != digits.data() + digits.size() || digits.empty() || digits.front() == '+' ||
+      value < 0 || value > 65535)
+    return false;
   std::string_view h = text.substr(0, colon);
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  int value = 0;
-  std::from_chars(text.data() + colon + 1, text.data() + text.size(), value);
+  if (h.empty()) return false;
   host.assign(h);
   port = static_cast<std::uint16_t>(value);
-  return !host.empty();
+  return true;
 }
 
 bool is_loopback_host(std::string_view host) {

@@ -53,11 +53,10 @@ int run_worker(const WorkerCliOptions& o) {
   if (!o.model.empty()) cfg->model.path = o.model;
   std::string host;
   std::uint16_t port = 0;
-  if (!config::split_host_port(o.listen, host, port) && !(o.listen.size() > 2 && o.listen.substr(o.listen.size() - 2) == ":0")) {
+  if (!config::split_host_port(o.listen, host, port)) {
     std::cerr << "worker: --listen " << o.listen << ": expected HOST:PORT (PORT 0: any free port)\n";
     return 2;
   }
-  if (port == 0) host = o.listen.substr(0, o.listen.rfind(':'));
   const bool loopback = config::is_loopback_host(host);
   if (!cfg->cluster.tls() && !loopback && !cfg->cluster.insecure) {
     std::cerr << "worker: refusing to listen on " << o.listen

@@ -66,7 +66,11 @@ BOOST_AUTO_TEST_CASE(host_port_split_and_loopback_hosts) {
   BOOST_TEST(port == 7001);
   BOOST_TEST(config::split_host_port("node-2.example:80", host, port));
   BOOST_TEST(host == "node-2.example");
+  BOOST_TEST(config::split_host_port("127.0.0.1:0", host, port));  // a listen address: any port
+  BOOST_TEST(port == 0);
   BOOST_TEST(!config::split_host_port("node2", host, port));
+  BOOST_TEST(!config::split_host_port("node2:70000", host, port));
+  BOOST_TEST(!config::split_host_port(":80", host, port));
   for (const char* h : {"127.0.0.1", "127.3.2.1", "localhost", "::1"}) BOOST_TEST(config::is_loopback_host(h), h);
   for (const char* h : {"10.0.0.2", "0.0.0.0", "node1", "::"}) BOOST_TEST(!config::is_loopback_host(h), h);
 }
