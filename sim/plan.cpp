@@ -47,7 +47,8 @@ bool ran(const PlanOutcome& o) { return o.skipped.empty() && o.summary.failed ==
 }  // namespace
 
 std::string PlanPoint::label() const {
-  std::string s = instance + " " + (config.sim.parallelism == config::SimParallelism::layers ? "layers " : "TP ") +
+  std::string s = (nodes > 1 ? std::to_string(nodes) + " x " : "") + instance + " " +
+                  (config.sim.parallelism == config::SimParallelism::layers ? "layers " : "TP ") +
                   std::to_string(degree) + " " + regime;
   if (config.engine.batching == config::Batching::dynamic)
     s += " batch " + std::to_string(config.scheduler.batch_size);
@@ -57,40 +58,60 @@ std::string PlanPoint::label() const {
   return s;
 }
 
+namespace {
+
+// One point per batch setting of `base`'s regime: dynamic regimes take each batch_size, the
+// others each max_num_seqs x max_num_batched_tokens (an empty list keeps the regime's value).
+void add_batch_settings(const PlanSpec& p, const PlanPoint& base, std::vector<PlanPoint>& out) {
+  const auto& sched = base.config.scheduler;
+  if (base.config.engine.batching == config::Batching::dynamic) {
+    std::vector<std::uint32_t> sizes = p.batch_size;
+    if (sizes.empty()) sizes.push_back(static_cast<std::uint32_t>(sched.batch_size));
+    for (auto b : sizes) {
+      PlanPoint pt = base;
+      pt.config.scheduler.batch_size = b;
+      out.push_back(std::move(pt));
+    }
+    return;
+  }
+  std::vector<std::uint32_t> seqs = p.max_num_seqs, tokens = p.max_num_batched_tokens;
+  if (seqs.empty()) seqs.push_back(static_cast<std::uint32_t>(sched.max_num_seqs));
+  if (tokens.empty()) tokens.push_back(static_cast<std::uint32_t>(sched.max_num_batched_tokens));
+  for (auto n : seqs)
+    for (auto t : tokens) {
+      PlanPoint pt = base;
+      pt.config.scheduler.max_num_seqs = n;
+      pt.config.scheduler.max_num_batched_tokens = t;
+      out.push_back(std::move(pt));
+    }
+}
+
+}  // namespace
+
 std::vector<PlanPoint> plan_grid(const Scenario& s) {
   if (!s.plan) throw std::invalid_argument(s.file + ": no [plan] table");
   const PlanSpec& p = *s.plan;
+  const Catalogue& cat = catalogue_for(s.base);
+  std::vector<std::uint32_t> degrees = p.tensor_parallel_degrees, node_counts = p.nodes;
+  if (degrees.empty()) degrees.push_back(static_cast<std::uint32_t>(s.base.engine.tensor_parallel_degree));
+  if (node_counts.empty()) node_counts.push_back(static_cast<std::uint32_t>(s.base.sim.nodes));
   std::vector<PlanPoint> out;
   for (const auto& inst : p.instances) {
-    std::vector<std::uint32_t> degrees = p.tensor_parallel_degrees;
-    if (degrees.empty()) degrees.push_back(static_cast<std::uint32_t>(s.base.engine.tensor_parallel_degree));
-    for (std::uint32_t d : degrees)
-      for (const auto& regime : s.regimes) {
-        if (!p.regimes.empty() && std::find(p.regimes.begin(), p.regimes.end(), regime.name) == p.regimes.end())
-          continue;
-        PlanPoint base{inst, d, regime.name, regime.config};
-        base.config.sim.instance = inst;
-        base.config.engine.tensor_parallel_degree = d;
-        if (regime.config.engine.batching == config::Batching::dynamic) {
-          std::vector<std::uint32_t> sizes = p.batch_size;
-          if (sizes.empty()) sizes.push_back(static_cast<std::uint32_t>(regime.config.scheduler.batch_size));
-          for (auto b : sizes) {
-            PlanPoint pt = base;
-            pt.config.scheduler.batch_size = b;
-            out.push_back(std::move(pt));
-          }
-          continue;
+    const std::uint32_t gpus = cat.instance(inst).gpus;
+    for (std::uint32_t nodes : node_counts)
+      for (std::uint32_t d : degrees) {
+        // A replica over more nodes than it needs, or over unequal ones, is not a configuration
+        // anyone would pick (the same GPUs, more network): not tried.
+        if (nodes > 1 && (d % nodes != 0 || d <= (nodes - 1) * gpus)) continue;
+        for (const auto& regime : s.regimes) {
+          if (!p.regimes.empty() && std::find(p.regimes.begin(), p.regimes.end(), regime.name) == p.regimes.end())
+            continue;
+          PlanPoint base{inst, d, nodes, regime.name, regime.config};
+          base.config.sim.instance = inst;
+          base.config.sim.nodes = nodes;
+          base.config.engine.tensor_parallel_degree = d;
+          add_batch_settings(p, base, out);
         }
-        std::vector<std::uint32_t> seqs = p.max_num_seqs, tokens = p.max_num_batched_tokens;
-        if (seqs.empty()) seqs.push_back(static_cast<std::uint32_t>(regime.config.scheduler.max_num_seqs));
-        if (tokens.empty()) tokens.push_back(static_cast<std::uint32_t>(regime.config.scheduler.max_num_batched_tokens));
-        for (auto n : seqs)
-          for (auto t : tokens) {
-            PlanPoint pt = base;
-            pt.config.scheduler.max_num_seqs = n;
-            pt.config.scheduler.max_num_batched_tokens = t;
-            out.push_back(std::move(pt));
-          }
       }
   }
   return out;
@@ -224,14 +245,15 @@ std::string plan_report(const PlanResult& r) {
 }
 
 std::string plan_csv(const PlanResult& r) {
-  std::string out = "instance,parallelism,degree,regime,batch_size,max_num_seqs,max_num_batched_tokens,"
+  std::string out = "instance,nodes,parallelism,degree,regime,batch_size,max_num_seqs,max_num_batched_tokens,"
                     "fits,replica_price_per_hour,output_tokens_per_s,cost_per_million,ttft_p90_s,"
                     "tpot_p90_s,e2e_p90_s,failed,meets_slo,pareto\n";
   for (std::size_t i = 0; i < r.outcomes.size(); ++i) {
     const auto& o = r.outcomes[i];
     const auto& c = o.point.config;
     const bool fits = o.skipped.empty();
-    out += o.point.instance + "," + std::string(config::to_string(c.sim.parallelism)) + "," +
+    out += o.point.instance + "," + std::to_string(o.point.nodes) + "," +
+           std::string(config::to_string(c.sim.parallelism)) + "," +
            std::to_string(o.point.degree) + "," + o.point.regime + "," +
            std::to_string(c.scheduler.batch_size) + "," + std::to_string(c.scheduler.max_num_seqs) + "," +
            std::to_string(c.scheduler.max_num_batched_tokens) + "," + (fits ? "1" : "0") + ",";

@@ -6,7 +6,8 @@
 // latency and the cheapest configuration meeting the SLOs. Plain C++ (no CAF).
 //
 // Cost: an instance with G GPUs runs G / degree independent replicas, so one replica costs
-//   price_per_hour x degree / G   (USD/h), and
+//   price_per_hour x degree / G   (USD/h; a replica over N nodes takes degree / N GPUs of each
+//                                  of N instances: the same sum), and
 //   cost per million output tokens = that / (output tokens/s x 3600) x 1e6.
 
 #include "sim/metrics.hpp"
@@ -23,9 +24,10 @@ namespace actorlm::sim {
 struct PlanPoint {
   std::string instance;
   std::uint32_t degree = 1;   // GPUs per replica
+  std::uint32_t nodes = 1;    // instances it spans
   std::string regime;
   config::Config config;      // the regime's config with this point's settings
-  std::string label() const;  // "g5.12xlarge TP 4 paged seqs 32 tokens 1024"
+  std::string label() const;  // "g5.12xlarge TP 4 paged seqs 32 tokens 1024", "2 x g5.12xlarge TP 8 ..."
 };
 
 struct PlanOutcome {

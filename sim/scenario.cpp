@@ -170,6 +170,7 @@ void parse_plan(const toml::table& t, Scenario& s, const Catalogue* cat, ErrorLi
         add_at(errors, t.at_path(at).node(), r.path(at), e.what());
       }
   plan.tensor_parallel_degrees = counts(r, "tensor_parallel_degrees", 64);
+  plan.nodes = counts(r, "nodes", 64);
   plan.regimes = name_list(r, "regimes", "a regime name");
   for (std::size_t i = 0; i < plan.regimes.size(); ++i)
     if (std::none_of(s.regimes.begin(), s.regimes.end(),

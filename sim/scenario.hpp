@@ -47,8 +47,11 @@ WorkloadSpec at_rate(const WorkloadSpec& spec, double rate);
 // gpus / degree independent replicas, so one replica pays degree / gpus of the hourly price.
 struct PlanSpec {
   std::vector<std::string> instances;                  // catalogue keys, >= 1
-  std::vector<std::uint32_t> tensor_parallel_degrees;  // GPUs per replica; larger than the
-                                                       // instance's GPUs: skipped
+  std::vector<std::uint32_t> tensor_parallel_degrees;  // GPUs per replica; more than the
+                                                       // nodes' GPUs: skipped
+  // Instances one replica spans (sim.nodes); empty: the regime's. A count above 1 is tried only
+  // with degrees that need it (more GPUs than one node fewer has) and spread equally.
+  std::vector<std::uint32_t> nodes;
   std::vector<std::string> regimes;                    // names of [[regimes]]; empty: all
   std::vector<std::uint32_t> max_num_seqs;
   std::vector<std::uint32_t> max_num_batched_tokens;

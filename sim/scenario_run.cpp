@@ -121,7 +121,10 @@ std::string memory_report(const Scenario& s) {
       throw std::invalid_argument("regime \"" + r.name + "\": " + e.what());
     }
     out += r.name + ": " + b.model.name + " on " +
-           (b.instance ? b.instance->key + " (" + b.hardware.name + ")" : b.hardware.name) + "\n";
+           (b.instance ? (b.parallelism.nodes > 1 ? std::to_string(b.parallelism.nodes) + " x " : std::string()) +
+                             b.instance->key + " (" + b.hardware.name + ")"
+                       : b.hardware.name) +
+           "\n";
     for (const auto& m : b.memory_per_gpu)
       out += "  " + describe_memory(m, b.model, b.hardware) + "\n";
   }

@@ -108,6 +108,10 @@ struct SimConfig {
   // parallelism, all GPUs work on every layer) or "layers" (HF Accelerate's device_map: each
   // GPU holds a contiguous slice of layers and only one GPU works at a time).
   SimParallelism parallelism = SimParallelism::tensor;
+  // Instances (of sim.instance) the engine.tensor_parallel_degree GPUs are spread over, equally:
+  // above 1, tensor-parallel all-reduces and the layer split's activations cross the instances'
+  // network (the catalogue's network_gbps and network_latency_us for that instance).
+  std::int64_t nodes = 1;          // [1, 64]; divides engine.tensor_parallel_degree
   std::string hardware_catalogue;  // TOML file replacing the built-in hardware catalogue
   std::string model_catalogue;     // TOML file replacing the built-in model catalogue
   // A fault injected by the sim shard of rank fault_rank at the step whose id is fault_step, for

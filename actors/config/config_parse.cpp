@@ -99,6 +99,7 @@ void read_sim(TableReader& r, SimConfig& c) {
   r.choice("clock", c.clock, {SimClock::virtual_time, SimClock::wall});
   r.integer("seed", c.seed, {0, int64_max});
   r.choice("parallelism", c.parallelism, {SimParallelism::tensor, SimParallelism::layers});
+  r.integer("nodes", c.nodes, {1, 64});
   r.string("hardware_catalogue", c.hardware_catalogue);
   r.string("model_catalogue", c.model_catalogue);
   r.choice("fault", c.fault, {SimFault::none, SimFault::error, SimFault::hang, SimFault::exit});
@@ -191,6 +192,19 @@ void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
                               " would go unnoticed; use \"exit\" to stop another rank");
 }
 
+// sim.nodes spreads the GPUs equally over instances, and an instance's network is the catalogue's.
+void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
+  if (!s.sim.valid("nodes") || c.sim.nodes == 1) return;
+  const std::string n = std::to_string(c.sim.nodes);
+  if (s.engine.valid("tensor_parallel_degree") && c.engine.tensor_parallel_degree % c.sim.nodes != 0)
+    add_cross_field_error(errors, {{s.sim, "nodes"}, {s.engine, "tensor_parallel_degree"}},
+                          "sim.nodes (" + n + ") must divide engine.tensor_parallel_degree (" +
+                              std::to_string(c.engine.tensor_parallel_degree) + "): every node holds as many GPUs");
+  else if (s.sim.valid("instance") && c.sim.instance.empty())
+    add_cross_field_error(errors, {{s.sim, "nodes"}, {s.sim, "instance"}},
+                          "sim.nodes = " + n + " needs sim.instance: the network between nodes is the instance's");
+}
+
 // Placement names a worker per rank and leaves none idle; TLS files come together; plaintext
 // leaves the machine only when asked for; a cluster serves in wall-clock time.
 void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
@@ -280,6 +294,7 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
                           "entry, e.g. \"falcon-40b\"), which is empty");
   }
   check_sim_fault(c, s, errors);
+  check_sim_nodes(c, s, errors);
   check_cluster(c, s, errors);
 }
 

@@ -157,6 +157,7 @@ std::string to_toml(const Config& c) {
   w.entry("clock", to_string(c.sim.clock));
   w.entry("seed", c.sim.seed);
   w.entry("parallelism", to_string(c.sim.parallelism));
+  w.entry("nodes", c.sim.nodes);
   w.entry("hardware_catalogue", c.sim.hardware_catalogue);
   w.entry("model_catalogue", c.sim.model_catalogue);
   w.entry("fault", to_string(c.sim.fault));

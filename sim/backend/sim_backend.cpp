@@ -39,14 +39,34 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   }
   b.model = cat.model(cfg.model.preset);
   const auto degree = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  const auto nodes = static_cast<std::uint32_t>(cfg.sim.nodes);
+  if (nodes == 0 || degree % nodes != 0)
+    throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) + " must divide engine.tensor_parallel_degree = " +
+                                std::to_string(degree) + ": every node holds as many GPUs");
+  Network network;
   if (!cfg.sim.instance.empty()) {
     b.instance = cat.instance(cfg.sim.instance);
     b.hardware = cat.hardware(b.instance->gpu);
-    if (degree > b.instance->gpus)
-      throw std::invalid_argument("engine.tensor_parallel_degree = " + std::to_string(degree) + " needs " +
-                                  std::to_string(degree) + " GPUs, but " + b.instance->key + " has " +
-                                  std::to_string(b.instance->gpus) + " (" + b.hardware.name + ")");
+    const std::uint32_t per_node = degree / nodes;
+    if (per_node > b.instance->gpus)
+      throw std::invalid_argument(
+          "engine.tensor_parallel_degree = " + std::to_string(degree) +
+          (nodes > 1 ? " over sim.nodes = " + std::to_string(nodes) + " needs " + std::to_string(per_node) +
+                           " GPUs per node"
+                     : " needs " + std::to_string(degree) + " GPUs") +
+          ", but " + b.instance->key + " has " + std::to_string(b.instance->gpus) + " (" + b.hardware.name + ")" +
+          (nodes == 1 && degree % b.instance->gpus == 0
+               ? ": sim.nodes = " + std::to_string(degree / b.instance->gpus) + " spreads them over that many"
+               : ""));
+    if (nodes > 1 && !b.instance->has_network())
+      throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) + ": the catalogue gives " + b.instance->key +
+                                  " no network figures (network_gbps, network_latency_us, network_efficiency, "
+                                  "network_note)");
+    if (nodes > 1) network = Network::of(*b.instance);
   } else {
+    if (nodes > 1)
+      throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) +
+                                  " needs sim.instance: the network between nodes is the instance's");
     b.hardware = cat.hardware(cfg.sim.hardware);
   }
   if (cfg.model.max_model_len > static_cast<std::int64_t>(b.model.max_context))
@@ -56,6 +76,7 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   b.parallelism.kind =
       cfg.sim.parallelism == config::SimParallelism::layers ? ParallelKind::layers : ParallelKind::tensor;
   b.parallelism.degree = degree;
+  b.parallelism.nodes = nodes;
 
   MemoryOptions mo;
   mo.gpu_memory_utilization = cfg.cache.gpu_memory_utilization;
@@ -75,7 +96,7 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   b.capacity.vocab_size = b.model.vocab;
 
   auto shared = std::make_shared<const SimShardModel>(SimShardModel{
-      CostModel(b.model, b.hardware, b.parallelism, mo.block_size), b.model.vocab, b.model.eos_token_id,
+      CostModel(b.model, b.hardware, b.parallelism, mo.block_size, network), b.model.vocab, b.model.eos_token_id,
       static_cast<std::uint64_t>(cfg.sim.seed), cfg.sim.fault, static_cast<std::uint64_t>(cfg.sim.fault_step),
       static_cast<std::uint32_t>(cfg.sim.fault_rank)});
   b.shard_model = shared;
@@ -93,13 +114,19 @@ std::string SimBackend::describe() const {
                   std::to_string(model.layers) + " layers, hidden " + std::to_string(model.hidden) + ", " +
                   std::to_string(model.heads) + " heads / " + std::to_string(model.kv_heads) + " KV heads" +
                   (model.parallel_attention ? ", parallel attention" : "") + ") on ";
-  if (instance) s += instance->key + " (";
+  const bool across = parallelism.nodes > 1;
+  if (instance) s += (across ? std::to_string(parallelism.nodes) + " x " : "") + instance->key + " (";
   s += std::to_string(parallelism.degree) + " x " + hardware.name + ": " +
        fixed(hardware.bandwidth / 1e9, 0) + " GB/s, " + fixed(hardware.flops / 1e12, 0) + " TFLOPS fp16, " +
        hardware.link;
+  if (instance && across)
+    s += "; between nodes " + fixed(instance->network_bandwidth * 8 / 1e9, 0) + " Gbit/s (" +
+         fixed(instance->network_efficiency * 100, 0) + " % reached), " +
+         fixed(instance->network_latency * 1e6, 0) + " us";
   if (instance) s += ")";
   s += ", " + std::string(parallelism.kind == ParallelKind::tensor ? "tensor parallel" : "layer split") +
-       " over " + std::to_string(parallelism.degree) + " GPU" + (parallelism.degree > 1 ? "s" : "") + ". " +
+       " over " + std::to_string(parallelism.degree) + " GPU" + (parallelism.degree > 1 ? "s" : "") +
+       (across ? " on " + std::to_string(parallelism.nodes) + " nodes" : "") + ". " +
        describe_memory(memory, model, hardware) + "; " + std::to_string(capacity.host_blocks) +
        " host blocks for swapping.";
   return s;

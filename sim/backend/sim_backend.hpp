@@ -4,7 +4,8 @@
 // hands the engine a factory for sim shard actors.
 //
 // Reads model.preset, model.max_model_len, sim.hardware / sim.instance (an instance decides
-// the GPU type and caps the parallel degree), sim.parallelism, sim.seed,
+// the GPU type and caps the parallel degree per node), sim.nodes (instances the GPUs span, with
+// the instance's network between them), sim.parallelism, sim.seed,
 // engine.tensor_parallel_degree (the number of GPUs, whatever the parallelism), cache.*,
 // scheduler.max_num_batched_tokens and scheduler.max_num_seqs.
 //

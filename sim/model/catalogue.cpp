@@ -264,6 +264,13 @@ Catalogue Catalogue::parse(std::string_view hardware_toml, std::string_view hard
       i.gpus = r.count("gpus", 1, 64);
       i.price_per_hour = r.positive("price_per_hour", 1);
       i.price_note = r.text("price_note");
+      if (r.has("network_gbps") || r.has("network_latency_us") || r.has("network_efficiency") ||
+          r.has("network_note")) {
+        i.network_bandwidth = r.positive("network_gbps", 1e9 / 8);  // Gbit/s, as AWS lists NICs
+        i.network_latency = r.positive("network_latency_us", 1e-6);
+        i.network_efficiency = r.fraction("network_efficiency");
+        i.network_note = r.text("network_note");
+      }
       r.finish();
       bool known = i.gpu.empty();
       for (const auto& h : c.hardware_) known = known || h.key == i.gpu;

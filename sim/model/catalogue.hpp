@@ -56,6 +56,12 @@ struct Instance {
   std::uint32_t gpus = 0;
   double price_per_hour = 0;    // USD, on-demand
   std::string price_note;       // where the price comes from (or that it is an assumption)
+  // Between two instances of this type (sim.nodes > 1). Absent: it cannot span nodes.
+  double network_bandwidth = 0;   // bytes/s per direction, as the instance's NIC is listed
+  double network_latency = 0;     // s one way for a small message (NCCL over the network)
+  double network_efficiency = 1;  // (0, 1]: the share of network_bandwidth a collective reaches
+  std::string network_note;       // where the figures come from
+  bool has_network() const { return network_bandwidth > 0; }
 };
 
 // A named catalogue entry: the shared architecture description (model/arch) under the key that

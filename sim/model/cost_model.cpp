@@ -3,6 +3,11 @@
 // sequence's KV; under tensor parallelism each layer ends in one ring all-reduce per branch
 // merge (one with parallel attention, two for sequential attention + MLP). All sizes are per
 // rank; a layer split runs whole layers on one GPU at a time, so its layer costs are summed.
+// Across nodes the GPUs are numbered node by node: a tensor-parallel ring crosses the network
+// once per node, and as every hop of a ring step moves its chunk at once, the slowest hop (the
+// network) paces each step; a layer split crosses it at the nodes - 1 stage boundaries between
+// nodes and the PCIe/NVLink link at the others. NCCL's trees and hierarchical all-reduces,
+// which can do better across many nodes, are not modelled.
 #include "sim/model/cost_model.hpp"
 
 #include <algorithm>
@@ -47,10 +52,16 @@ std::string_view to_string(Op op) {
   return "?";
 }
 
-CostModel::CostModel(const ModelPreset& m, const Hardware& hw, Parallelism p, std::uint32_t block_size)
-    : model_(m), hw_(hw), par_(p),
+CostModel::CostModel(const ModelPreset& m, const Hardware& hw, Parallelism p, std::uint32_t block_size, Network net)
+    : model_(m), hw_(hw), par_(p), net_(net),
       rank_(rank_shard(m, p.kind == ParallelKind::tensor ? p.degree : 1)) {
   if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
+  if (p.nodes == 0 || p.degree % p.nodes != 0)
+    throw std::invalid_argument(std::to_string(p.degree) + " GPUs do not spread equally over " + std::to_string(p.nodes) +
+                                " nodes");
+  if (p.nodes > 1 && (net.bandwidth <= 0 || net.latency < 0))
+    throw std::invalid_argument("a parallelism over " + std::to_string(p.nodes) +
+                                " nodes needs the network between them (bandwidth and latency)");
   if (p.kind == ParallelKind::layers && p.degree > m.layers)
     throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
                                 " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
@@ -69,6 +80,10 @@ StepCost CostModel::step(const StepShape& s) const {
   const double flops = hw_.flops * hw_.compute_efficiency;        // FLOP/s
   const double bandwidth = hw_.bandwidth * hw_.memory_efficiency;  // bytes/s
   const double link = hw_.link_bandwidth * hw_.link_efficiency;    // bytes/s
+  const bool across = par_.nodes > 1;
+  // A ring step's pace: its slowest hop, the network when the ring spans nodes.
+  const double ring_bandwidth = across ? std::min(link, net_.bandwidth) : link;
+  const double ring_latency = across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
   auto roofline = [&](double f, double bytes) { return std::max(f / flops, bytes / bandwidth); };
   const double decode_attention_flops = hw_.attention_flops > 0 ? hw_.attention_flops : flops;
   const double prefill_attention_flops =
@@ -126,7 +141,7 @@ StepCost CostModel::step(const StepShape& s) const {
       // Ring all-reduce of [tokens, hidden] fp16: 2(p-1)/p of the message over each link,
       // 2(p-1) steps of link latency; once per layer with parallel attention, twice otherwise,
       // and once after the vocabulary-parallel embedding.
-      const double one = 2 * (p - 1) / p * (T * H * b) / link + 2 * (p - 1) * hw_.link_latency;
+      const double one = 2 * (p - 1) / p * (T * H * b) / ring_bandwidth + 2 * (p - 1) * ring_latency;
       at(Op::all_reduce) = (L * (model_.parallel_attention ? 1 : 2) + 1) * one;
       kernels += 1;
     }
@@ -137,13 +152,16 @@ StepCost CostModel::step(const StepShape& s) const {
       kernels += 2;  // GEMM, sampling
       if (tp) {
         // All-gather of the fp32 logits rows so that rank 0 samples from the whole vocabulary.
-        at(Op::lm_head) += (p - 1) / p * (rows * model_.vocab * 4) / link + (p - 1) * hw_.link_latency;
+        at(Op::lm_head) += (p - 1) / p * (rows * model_.vocab * 4) / ring_bandwidth + (p - 1) * ring_latency;
         kernels += 1;
       }
     }
     if (par_.kind == ParallelKind::layers && par_.degree > 1) {
-      // The hidden states cross each of the p - 1 device boundaries once.
-      at(Op::transfer) = (p - 1) * (T * H * b / link + hw_.link_latency);
+      // The hidden states cross each of the p - 1 device boundaries once: nodes - 1 of them
+      // between nodes.
+      const double n = par_.nodes;
+      at(Op::transfer) = (p - n) * (T * H * b / link + hw_.link_latency) +
+                         (n - 1) * (T * H * b / std::max(net_.bandwidth, 1.0) + net_.latency);
       kernels += p - 1;
     }
   }

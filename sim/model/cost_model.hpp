@@ -60,10 +60,18 @@ struct StepCost {
   double operator[](Op op) const { return by_op[static_cast<std::size_t>(op)]; }
 };
 
+// The link between nodes when a parallelism spans several (Parallelism::nodes > 1).
+struct Network {
+  double bandwidth = 0;   // bytes/s per direction, as reached (listed x efficiency)
+  double latency = 0;     // s one way
+  static Network of(const Instance& i) { return {i.network_bandwidth * i.network_efficiency, i.network_latency}; }
+};
+
 class CostModel {
  public:
-  // Throws std::invalid_argument when the model does not split over the parallel degree.
-  CostModel(const ModelPreset&, const Hardware&, Parallelism, std::uint32_t block_size);
+  // Throws std::invalid_argument when the model does not split over the parallel degree, or the
+  // parallelism spans nodes without a network (or over unequal nodes).
+  CostModel(const ModelPreset&, const Hardware&, Parallelism, std::uint32_t block_size, Network = {});
 
   StepCost step(const StepShape&) const;
   double step_seconds(const StepShape& s) const { return step(s).seconds; }
@@ -71,11 +79,13 @@ class CostModel {
   const ModelPreset& model() const { return model_; }
   const Hardware& hardware() const { return hw_; }
   Parallelism parallelism() const { return par_; }
+  const Network& network() const { return net_; }
 
  private:
   ModelPreset model_;
   Hardware hw_;
   Parallelism par_;
+  Network net_;
   model::RankShard rank_;        // per rank (degree 1 for a layer split)
   double block_bytes_ = 0;       // bytes: one KV block on the busiest GPU
   double kernels_per_layer_ = 0; // launches of a layer that every step runs

@@ -23,7 +23,8 @@ std::string_view to_string(ParallelKind);
 
 struct Parallelism {
   ParallelKind kind = ParallelKind::tensor;
-  std::uint32_t degree = 1;  // GPUs
+  std::uint32_t degree = 1;  // GPUs, in all
+  std::uint32_t nodes = 1;   // instances the GPUs are spread over, degree / nodes on each
 };
 
 // What one tensor-parallel rank holds: model::shard_for_rank (model/arch/sharding.hpp), rank 0

@@ -8,6 +8,8 @@
 #include "sim/scenario.hpp"
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 using namespace actorlm;
 
@@ -52,6 +54,12 @@ batch_size = [2, 4]
 max_num_seqs = [8, 32]
 )";
 
+std::string tt_join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += x + "\n";
+  return out;
+}
+
 sim::Scenario scenario() {
   auto r = sim::parse_scenario(text, "plan.toml");
   BOOST_TEST_REQUIRE(r.ok(), (r.errors.empty() ? "" : r.errors[0].to_string()));
@@ -68,6 +76,30 @@ BOOST_AUTO_TEST_CASE(the_grid_crosses_instances_degrees_and_each_regimes_own_set
   BOOST_TEST(points[3].label() == "g5.12xlarge TP 2 paged seqs 32 tokens 1024");
   BOOST_TEST(points[3].config.sim.instance == "g5.12xlarge");
   BOOST_TEST(points[3].config.engine.tensor_parallel_degree == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_count_is_tried_only_with_the_degrees_that_need_that_many_nodes) {
+  std::string two_nodes = text;
+  two_nodes.replace(two_nodes.find("tensor_parallel_degrees = [2, 4, 8]"), 35,
+                    "tensor_parallel_degrees = [2, 4, 8, 16]\nnodes = [1, 2]");
+  auto r = sim::parse_scenario(two_nodes, "plan.toml");
+  BOOST_TEST_REQUIRE(r.ok(), (r.errors.empty() ? "" : r.errors[0].to_string()));
+  const auto points = sim::plan_grid(r.scenario);
+  // One node: 3 instances x 4 degrees; two: g5.12xlarge TP 8 (4 + 4), and TP 16 on each.
+  BOOST_TEST(points.size() == (3u * 4u + 4u) * (2u + 2u));
+  std::vector<std::string> spanning;
+  for (const auto& p : points)
+    if (p.nodes == 2) {
+      BOOST_TEST(p.config.sim.nodes == 2);
+      BOOST_TEST(p.config.sim.instance == p.instance);
+      BOOST_TEST(p.config.engine.tensor_parallel_degree == p.degree);
+      if (p.regime == "paged" && p.config.scheduler.max_num_seqs == 8) spanning.push_back(p.label());
+    }
+  BOOST_TEST(spanning == (std::vector<std::string>{"2 x g5.12xlarge TP 8 paged seqs 8 tokens 1024",
+                                                   "2 x g5.12xlarge TP 16 paged seqs 8 tokens 1024",
+                                                   "2 x g5.48xlarge TP 16 paged seqs 8 tokens 1024",
+                                                   "2 x p4d.24xlarge TP 16 paged seqs 8 tokens 1024"}),
+             tt_join(spanning));
 }
 
 BOOST_AUTO_TEST_CASE(the_search_skips_what_does_not_fit_and_answers_with_the_cheapest_meeting_the_slo) {

@@ -90,6 +90,25 @@ BOOST_AUTO_TEST_CASE(the_shipped_falcon_scenarios_hold_djls_three_regimes_and_tw
   BOOST_TEST(plan.scenario.plan.has_value());
 }
 
+BOOST_AUTO_TEST_CASE(the_shipped_multinode_scenario_puts_eight_a10gs_in_one_instance_or_two) {
+  const auto r = sim::load_scenario(dir + "/falcon40b_multinode.toml");
+  BOOST_TEST_REQUIRE(r.ok(), (r.errors.empty() ? "" : r.errors[0].to_string()));
+  const auto& g = r.scenario.regimes;
+  BOOST_TEST_REQUIRE(g.size() == 4u);
+  BOOST_TEST(g[0].config.sim.instance == "g5.48xlarge");
+  BOOST_TEST(g[0].config.sim.nodes == 1);
+  for (std::size_t i : {1u, 2u}) {
+    BOOST_TEST(g[i].config.sim.instance == "g5.12xlarge");
+    BOOST_TEST(g[i].config.sim.nodes == 2);
+    BOOST_TEST(g[i].config.engine.tensor_parallel_degree == 8);
+  }
+  BOOST_TEST((g[2].config.sim.parallelism == config::SimParallelism::layers));
+  BOOST_TEST(g[3].config.engine.tensor_parallel_degree == 4);
+  const auto plan = sim::load_scenario(dir + "/plan_falcon40b.toml");
+  BOOST_TEST_REQUIRE(plan.ok());
+  BOOST_TEST((plan.scenario.plan->nodes == std::vector<std::uint32_t>{1, 2}));
+}
+
 BOOST_AUTO_TEST_CASE(a_valid_scenario_parses_with_overrides_laid_over_the_base) {
   const auto r = parse_scenario(base_text, "s.toml");
   BOOST_TEST_REQUIRE(r.ok());

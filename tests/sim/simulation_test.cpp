@@ -225,3 +225,28 @@ BOOST_AUTO_TEST_CASE(paged_beats_continuous_beats_dynamic_on_throughput_for_falc
   BOOST_TEST(paged > continuous);
   BOOST_TEST(continuous > dynamic);
 }
+
+BOOST_AUTO_TEST_CASE(eight_a10gs_in_one_instance_outrun_the_same_eight_split_over_two) {
+  // The shipped multi-node scenario, on its 32-in / 128-out workload with 32 clients: the same
+  // GPUs, the same memory (and so the same batches), only the all-reduces' links differ.
+  auto parsed = sim::load_scenario(std::string(ACTORLM_SCENARIOS) + "/falcon40b_multinode.toml");
+  BOOST_TEST_REQUIRE(parsed.ok());
+  auto& s = parsed.scenario;
+  s.workloads.resize(1);
+  s.workloads[0].spec.requests = 200;
+  const auto out = sim::run_scenario(s, {});
+  const auto& row = out.workloads[0].points[0];
+  BOOST_TEST_REQUIRE(row.size() == 4u);
+  const auto& one = row[0].summary;   // tp8-g5.48xlarge
+  const auto& two = row[1].summary;   // tp8-2x-g5.12xlarge
+  const auto& split = row[2].summary; // layers8-2x-g5.12xlarge
+  std::cerr << "Falcon-40B on 8 x A10G, 32/128, 32 clients: one g5.48xlarge TP 8 " << one.output_tokens_per_s
+            << " tok/s (TPOT p50 " << one.tpot_s.p50 << " s), two g5.12xlarge TP 8 " << two.output_tokens_per_s
+            << " tok/s (" << two.tpot_s.p50 << " s), layer split " << split.output_tokens_per_s << " tok/s\n";
+  BOOST_TEST(one.completed == 200u);
+  BOOST_TEST(two.completed == 200u);
+  BOOST_TEST(one.output_tokens_per_s > two.output_tokens_per_s);
+  BOOST_TEST(two.tpot_s.p50 > one.tpot_s.p50);
+  // One GPU at a time, the layer split is slower still, network or not.
+  BOOST_TEST(two.output_tokens_per_s > split.output_tokens_per_s);
+}

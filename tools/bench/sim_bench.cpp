@@ -83,7 +83,7 @@ SimBenchResult run_sim_bench(const SimBenchOptions& opt) {
     for (auto batching : {config::Batching::continuous, config::Batching::paged})
       for (std::uint32_t seqs : {16u, 32u, 64u, 128u, 256u})
         for (std::uint32_t tokens : {2048u, 4096u}) {
-          sim::PlanPoint p{inst, degree, std::string(config::to_string(batching)), falcon_paged(inst, degree)};
+          sim::PlanPoint p{inst, degree, 1, std::string(config::to_string(batching)), falcon_paged(inst, degree)};
           p.config.engine.batching = batching;
           p.config.scheduler.max_num_seqs = seqs;
           p.config.scheduler.max_num_batched_tokens = tokens;

@@ -77,6 +77,7 @@ weights = "f32"
 [sim]
 hardware = "a100"
 instance = "p4d.24xlarge"
+nodes = 2
 clock = "wall"
 seed = 7
 parallelism = "layers"
@@ -150,6 +151,7 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
   BOOST_TEST(c.model.max_model_len == 8192);
   BOOST_TEST(c.sim.hardware == "a100");
   BOOST_TEST(c.sim.instance == "p4d.24xlarge");
+  BOOST_TEST(c.sim.nodes == 2);
   BOOST_TEST((c.sim.clock == SimClock::wall));
   BOOST_TEST(c.sim.seed == 7);
   BOOST_TEST((c.sim.parallelism == SimParallelism::layers));

@@ -188,6 +188,12 @@ const std::vector<MalformedCase> cases = {
     {"sim_cluster_in_virtual_time",
      "[engine]\nbackend = \"sim\"\n[model]\npreset = \"falcon-40b\"\n[cluster]\nworkers = [\"127.0.0.1:1\"]\n", 6, 11,
      "cluster.workers", "sim shards on cluster workers run in wall-clock time"},
+    {"sim_nodes_zero", "[sim]\nnodes = 0\n", 2, 9, "sim.nodes", "found 0"},
+    {"sim_nodes_not_dividing_the_gpus",
+     "[engine]\ntensor_parallel_degree = 6\n[sim]\ninstance = \"g5.12xlarge\"\nnodes = 4\n", 5, 9, "sim.nodes",
+     "sim.nodes (4) must divide engine.tensor_parallel_degree (6)"},
+    {"sim_nodes_without_an_instance", "[engine]\ntensor_parallel_degree = 8\n[sim]\nnodes = 2\n", 4, 9, "sim.nodes",
+     "sim.nodes = 2 needs sim.instance"},
 };
 
 std::string describe(const ParseResult& result) {

@@ -64,6 +64,18 @@ config::Config smol_config() {
   return c;
 }
 
+// Falcon-40B over 8 A10Gs of one g5.48xlarge, batches of up to 32 sequences.
+config::Config falcon_tp8() {
+  config::Config c;
+  c.engine.backend = config::Backend::sim;
+  c.engine.tensor_parallel_degree = 8;
+  c.model.preset = "falcon-40b";
+  c.sim.instance = "g5.48xlarge";
+  c.scheduler.max_num_seqs = 32;
+  c.scheduler.max_num_batched_tokens = 2048;
+  return c;
+}
+
 RequestSpec spec_of(RequestId id, std::uint32_t prompt, std::uint32_t max_tokens) {
   RequestSpec s;
   s.id = id;
@@ -261,14 +273,7 @@ BOOST_AUTO_TEST_CASE(under_the_normal_scheduler_steps_take_wall_time) {
 }
 
 BOOST_AUTO_TEST_CASE(the_backend_is_set_up_from_the_config) {
-  config::Config c;
-  c.engine.backend = config::Backend::sim;
-  c.engine.tensor_parallel_degree = 8;
-  c.model.preset = "falcon-40b";
-  c.sim.instance = "g5.48xlarge";
-  c.scheduler.max_num_seqs = 32;
-  c.scheduler.max_num_batched_tokens = 2048;
-  const auto b = sim::load_sim_backend(c);
+  const auto b = sim::load_sim_backend(falcon_tp8());
   BOOST_TEST_MESSAGE(b.describe());
   BOOST_TEST(b.hardware.key == "a10g");
   BOOST_TEST(b.capacity.device_blocks == b.memory.num_blocks);
@@ -276,6 +281,20 @@ BOOST_AUTO_TEST_CASE(the_backend_is_set_up_from_the_config) {
   BOOST_TEST(b.capacity.host_blocks == std::uint32_t(4.0 * (1ull << 30) / b.memory.block_bytes));
   BOOST_TEST(b.describe().find("Falcon-40B") != std::string::npos);
   BOOST_TEST(b.describe().find("TP 8: weights 10.33 GB") != std::string::npos, b.describe());
+}
+
+BOOST_AUTO_TEST_CASE(two_nodes_hold_what_one_instance_of_their_gpus_would_and_name_their_network) {
+  config::Config c = falcon_tp8();
+  const auto one = sim::load_sim_backend(c);
+  c.sim.instance = "g5.12xlarge";
+  c.sim.nodes = 2;
+  const auto two = sim::load_sim_backend(c);
+  BOOST_TEST_MESSAGE(two.describe());
+  BOOST_TEST(two.parallelism.nodes == 2u);
+  BOOST_TEST(two.capacity.device_blocks == one.capacity.device_blocks);  // the same A10Gs, the same shares
+  BOOST_TEST(two.describe().find("2 x g5.12xlarge (8 x NVIDIA A10G") != std::string::npos, two.describe());
+  BOOST_TEST(two.describe().find("between nodes 40 Gbit/s (70 % reached), 25 us") != std::string::npos, two.describe());
+  BOOST_TEST(two.describe().find("over 8 GPUs on 2 nodes") != std::string::npos, two.describe());
 }
 
 BOOST_AUTO_TEST_CASE(the_backend_refuses_what_cannot_be_served_and_says_why) {
@@ -295,10 +314,21 @@ BOOST_AUTO_TEST_CASE(the_backend_refuses_what_cannot_be_served_and_says_why) {
   c.model.preset = "falcon-40b";
   c.sim.instance = "g5.12xlarge";
   c.engine.tensor_parallel_degree = 8;
-  BOOST_TEST(error_of(c) == "engine.tensor_parallel_degree = 8 needs 8 GPUs, but g5.12xlarge has 4 (NVIDIA A10G)");
+  BOOST_TEST(error_of(c) == "engine.tensor_parallel_degree = 8 needs 8 GPUs, but g5.12xlarge has 4 (NVIDIA A10G): "
+                            "sim.nodes = 2 spreads them over that many");
+  c.sim.nodes = 3;
+  BOOST_TEST(error_of(c) == "sim.nodes = 3 must divide engine.tensor_parallel_degree = 8: every node holds as many GPUs");
+  c.sim.nodes = 2;
+  c.engine.tensor_parallel_degree = 16;
+  BOOST_TEST(error_of(c) == "engine.tensor_parallel_degree = 16 over sim.nodes = 2 needs 8 GPUs per node, but "
+                            "g5.12xlarge has 4 (NVIDIA A10G)");
+  c.sim.nodes = 1;
   c.engine.tensor_parallel_degree = 4;  // default 8192 batched tokens: the workspace does not fit
   BOOST_TEST(error_of(c).find("TP 4: Falcon-40B needs") == 0u, error_of(c));
   c.sim.instance.clear();
+  c.sim.nodes = 2;
+  BOOST_TEST(error_of(c) == "sim.nodes = 2 needs sim.instance: the network between nodes is the instance's");
+  c.sim.nodes = 1;
   c.sim.hardware = "tpu";
   BOOST_TEST(error_of(c).find("unknown hardware \"tpu\"") == 0u, error_of(c));
   c.sim.hardware = "h100-sxm";

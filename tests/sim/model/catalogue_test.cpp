@@ -134,6 +134,14 @@ BOOST_AUTO_TEST_CASE(holds_the_gpus_and_instances_the_simulator_needs) {
     BOOST_TEST(i.price_per_hour > 0, name);
     BOOST_TEST(!i.price_note.empty(), name);
   }
+  for (const Instance& i : c.all_instances()) {
+    BOOST_TEST(i.has_network(), i.key);
+    BOOST_TEST(i.network_latency > 0, i.key);
+    BOOST_TEST((i.network_efficiency > 0 && i.network_efficiency <= 1), i.key);
+    BOOST_TEST(!i.network_note.empty(), i.key);
+  }
+  BOOST_TEST(c.instance("g5.12xlarge").network_bandwidth == 40e9 / 8);  // Gbit/s as listed, in bytes/s
+  BOOST_TEST(c.instance("p5.48xlarge").network_bandwidth == 3200e9 / 8);
   BOOST_TEST(c.instance("p4d.24xlarge").gpu == "a100-40gb");
   BOOST_TEST(c.instance("p5.48xlarge").gpu == "h100-sxm");
   BOOST_TEST(c.runtime().framework_bytes > 0);
@@ -176,6 +184,22 @@ BOOST_AUTO_TEST_CASE(names_a_missing_key_an_unknown_key_and_an_unknown_gpu) {
   BOOST_TEST(what.find("hw.toml:21:7: instance.i1.gpu: no [gpu.y] in this file") != std::string::npos, what);
   BOOST_TEST(what.find("m.toml:1:1: model.tiny.vocab: required key is missing") != std::string::npos, what);
   BOOST_TEST(what.find("m.toml:10:1: model.tiny.vocabulary:") != std::string::npos, what);
+}
+
+BOOST_AUTO_TEST_CASE(an_instance_gives_all_its_network_figures_or_none) {
+  const std::string instance = "\n[instance.\"i1\"]\ngpu = \"x\"\ngpus = 2\nprice_per_hour = 1\nprice_note = \"n\"\n";
+  const Catalogue none = Catalogue::parse(std::string(good_hardware) + instance, "hw.toml", good_models, "m.toml");
+  BOOST_TEST(!none.instance("i1").has_network());
+  const std::string what = error_of(std::string(good_hardware) + instance + "network_gbps = 25\n", good_models);
+  BOOST_TEST(what.find("instance.i1.network_latency_us: required key is missing") != std::string::npos, what);
+  BOOST_TEST(what.find("instance.i1.network_note: required key is missing") != std::string::npos, what);
+  const Catalogue full = Catalogue::parse(std::string(good_hardware) + instance +
+                                              "network_gbps = 25\nnetwork_latency_us = 20\n"
+                                              "network_efficiency = 0.5\nnetwork_note = \"ENA\"\n",
+                                          "hw.toml", good_models, "m.toml");
+  BOOST_TEST(full.instance("i1").network_bandwidth == 25e9 / 8);
+  BOOST_TEST(full.instance("i1").network_latency == 20e-6, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(full.instance("i1").network_efficiency == 0.5);
 }
 
 BOOST_AUTO_TEST_CASE(reports_kv_heads_that_do_not_divide_the_heads) {

@@ -249,6 +249,49 @@ BOOST_AUTO_TEST_CASE(a_layer_split_runs_one_gpu_at_a_time_and_copies_activations
   BOOST_TEST(split.seconds == one.seconds + transfer + 3 * hw.kernel_launch, tt::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(a_tensor_parallel_ring_over_two_nodes_moves_at_the_pace_of_the_network) {
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  const Network net = Network::of(cat().instance("g5.12xlarge"));
+  BOOST_TEST(net.bandwidth == 40e9 / 8 * 0.7, tt::tolerance(1e-12));
+  const StepShape s = decode_batch(8, 200);
+  const StepCost one = CostModel(m, hw, {ParallelKind::tensor, 8}, 16).step(s);
+  const StepCost two = CostModel(m, hw, {ParallelKind::tensor, 8, 2}, 16, net).step(s);
+  // 8 tokens x hidden 8192 in fp16 per all-reduce, 2 x 7 ring steps of an eighth each, their
+  // pace set by the network hop; once per layer (parallel attention) and once for the embedding.
+  const double message = 8.0 * 8192 * 2;
+  const double ring = 2 * 7.0 / 8 * message / net.bandwidth + 2 * 7 * std::max(hw.link_latency, net.latency);
+  BOOST_TEST(two[Op::all_reduce] == (60 + 1) * ring, tt::tolerance(1e-12));
+  BOOST_TEST(two[Op::all_reduce] > one[Op::all_reduce]);
+  // The gathered logits cross it too; the GPUs' own work does not change.
+  BOOST_TEST(two[Op::lm_head] > one[Op::lm_head]);
+  for (Op op : {Op::qkv, Op::attention_decode, Op::ffn_up, Op::ffn_down, Op::elementwise, Op::launch})
+    BOOST_TEST(two[op] == one[op], to_string(op));
+  // One node is the single-node model whatever network is given.
+  BOOST_TEST(CostModel(m, hw, {ParallelKind::tensor, 8, 1}, 16, net).step(s).seconds == one.seconds);
+}
+
+BOOST_AUTO_TEST_CASE(a_layer_split_over_two_nodes_crosses_the_network_at_one_stage_boundary) {
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  const Network net{5e8, 30e-6};
+  const StepShape s = decode_batch(4, 300);
+  const StepCost split = CostModel(m, hw, {ParallelKind::layers, 8, 2}, 16, net).step(s);
+  const double bytes = 4.0 * m.hidden * 2;
+  const double transfer = 6 * (bytes / (hw.link_bandwidth * hw.link_efficiency) + hw.link_latency) +
+                          1 * (bytes / net.bandwidth + net.latency);
+  BOOST_TEST(split[Op::transfer] == transfer, tt::tolerance(1e-12));
+  BOOST_TEST(split[Op::all_reduce] == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_parallelism_over_nodes_needs_a_network_and_as_many_gpus_on_each) {
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  BOOST_CHECK_THROW(CostModel(m, hw, {ParallelKind::tensor, 8, 2}, 16), std::invalid_argument);
+  BOOST_CHECK_THROW(CostModel(m, hw, {ParallelKind::tensor, 6, 4}, 16, Network{1e9, 1e-5}), std::invalid_argument);
+  BOOST_CHECK_THROW(CostModel(m, hw, {ParallelKind::tensor, 8, 0}, 16, Network{1e9, 1e-5}), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(swapped_blocks_cross_the_host_link) {
   const ModelPreset& m = cat().model("llama-2-7b");
   const Hardware& hw = cat().hardware("a10g");
