@@ -19,7 +19,7 @@ last=$(tail -n 1 <<<"$out")
 for key in step_overhead_us_256 step_overhead_us_1024; do
   grep -q "\"$key\":" <<<"$last" || fail "bench scheduler: no $key in: $last"
 done
-out=$(timeout 240 "$actorlm" bench cpu --requests 2 --max-tokens 3 --concurrency 1,2 2>"$err") ||
+out=$(timeout 480 "$actorlm" bench cpu --requests 2 --max-tokens 3 --concurrency 1,2 --prefill-tokens 64 2>"$err") ||
   fail "bench cpu exited $?"
 last=$(tail -n 1 <<<"$out")
 for key in tokens_per_s_1 tokens_per_s_2 tokens_per_s_one_at_a_time kv_blocks kv_dtype; do
