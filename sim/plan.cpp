@@ -47,7 +47,7 @@ bool ran(const PlanOutcome& o) { return o.skipped.empty() && o.summary.failed ==
 }  // namespace
 
 std::string PlanPoint::label() const {
-  std::string s = (nodes > 1 ? std::to_string(nodes) + " x " : "") + instance + " " +
+  std::string s = instances_label(instance, nodes) + " " +
                   (config.sim.parallelism == config::SimParallelism::layers ? "layers " : "TP ") +
                   std::to_string(degree) + " " + regime;
   if (config.engine.batching == config::Batching::dynamic)

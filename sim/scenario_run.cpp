@@ -121,8 +121,7 @@ std::string memory_report(const Scenario& s) {
       throw std::invalid_argument("regime \"" + r.name + "\": " + e.what());
     }
     out += r.name + ": " + b.model.name + " on " +
-           (b.instance ? (b.parallelism.nodes > 1 ? std::to_string(b.parallelism.nodes) + " x " : std::string()) +
-                             b.instance->key + " (" + b.hardware.name + ")"
+           (b.instance ? instances_label(b.instance->key, b.parallelism.nodes) + " (" + b.hardware.name + ")"
                        : b.hardware.name) +
            "\n";
     for (const auto& m : b.memory_per_gpu)

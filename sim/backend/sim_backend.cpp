@@ -115,7 +115,7 @@ std::string SimBackend::describe() const {
                   std::to_string(model.heads) + " heads / " + std::to_string(model.kv_heads) + " KV heads" +
                   (model.parallel_attention ? ", parallel attention" : "") + ") on ";
   const bool across = parallelism.nodes > 1;
-  if (instance) s += (across ? std::to_string(parallelism.nodes) + " x " : "") + instance->key + " (";
+  if (instance) s += instances_label(instance->key, parallelism.nodes) + " (";
   s += std::to_string(parallelism.degree) + " x " + hardware.name + ": " +
        fixed(hardware.bandwidth / 1e9, 0) + " GB/s, " + fixed(hardware.flops / 1e12, 0) + " TFLOPS fp16, " +
        hardware.link;

@@ -64,6 +64,11 @@ struct Instance {
   bool has_network() const { return network_bandwidth > 0; }
 };
 
+// "g5.12xlarge" for one node, "2 x g5.12xlarge" for two.
+inline std::string instances_label(std::string_view key, std::uint32_t nodes) {
+  return (nodes > 1 ? std::to_string(nodes) + " x " : std::string()) + std::string(key);
+}
+
 // A named catalogue entry: the shared architecture description (model/arch) under the key that
 // `model.preset` selects. The memory and cost models take it as the Architecture it is.
 struct ModelPreset : model::Architecture {

@@ -160,8 +160,8 @@ StepCost CostModel::step(const StepShape& s) const {
       // The hidden states cross each of the p - 1 device boundaries once: nodes - 1 of them
       // between nodes.
       const double n = par_.nodes;
-      at(Op::transfer) = (p - n) * (T * H * b / link + hw_.link_latency) +
-                         (n - 1) * (T * H * b / std::max(net_.bandwidth, 1.0) + net_.latency);
+      at(Op::transfer) = (p - n) * (T * H * b / link + hw_.link_latency);
+      if (across) at(Op::transfer) += (n - 1) * (T * H * b / net_.bandwidth + net_.latency);
       kernels += p - 1;
     }
   }

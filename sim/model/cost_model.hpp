@@ -79,7 +79,6 @@ class CostModel {
   const ModelPreset& model() const { return model_; }
   const Hardware& hardware() const { return hw_; }
   Parallelism parallelism() const { return par_; }
-  const Network& network() const { return net_; }
 
  private:
   ModelPreset model_;

@@ -209,14 +209,19 @@ BOOST_AUTO_TEST_CASE(spawning_every_rank_changes_nothing_but_the_wall_time) {
   BOOST_TEST(sim::requests_csv("x", a.requests, {}) == sim::requests_csv("x", b.requests, {}));
 }
 
-BOOST_AUTO_TEST_CASE(paged_beats_continuous_beats_dynamic_on_throughput_for_falcon40b_tp4) {
-  // The shipped scenario's regimes, on its 32-in / 128-out workload with 32 clients.
-  auto parsed = sim::load_scenario(std::string(ACTORLM_SCENARIOS) + "/falcon40b_g5_12xlarge_tp4.toml");
+// A shipped scenario's regimes on its first workload alone, cut to `requests` requests.
+auto first_workload_of(const std::string& file, std::uint32_t requests) {
+  auto parsed = sim::load_scenario(std::string(ACTORLM_SCENARIOS) + "/" + file);
   BOOST_TEST_REQUIRE(parsed.ok());
   auto& s = parsed.scenario;
   s.workloads.resize(1);
-  s.workloads[0].spec.requests = 400;
-  const auto out = sim::run_scenario(s, {});
+  s.workloads[0].spec.requests = requests;
+  return sim::run_scenario(s, {});
+}
+
+BOOST_AUTO_TEST_CASE(paged_beats_continuous_beats_dynamic_on_throughput_for_falcon40b_tp4) {
+  // The shipped scenario's regimes, on its 32-in / 128-out workload with 32 clients.
+  const auto out = first_workload_of("falcon40b_g5_12xlarge_tp4.toml", 400);
   const auto& row = out.workloads[0].points[0];
   const double dynamic = row[0].summary.output_tokens_per_s, continuous = row[1].summary.output_tokens_per_s,
                paged = row[2].summary.output_tokens_per_s;
@@ -229,12 +234,7 @@ BOOST_AUTO_TEST_CASE(paged_beats_continuous_beats_dynamic_on_throughput_for_falc
 BOOST_AUTO_TEST_CASE(eight_a10gs_in_one_instance_outrun_the_same_eight_split_over_two) {
   // The shipped multi-node scenario, on its 32-in / 128-out workload with 32 clients: the same
   // GPUs, the same memory (and so the same batches), only the all-reduces' links differ.
-  auto parsed = sim::load_scenario(std::string(ACTORLM_SCENARIOS) + "/falcon40b_multinode.toml");
-  BOOST_TEST_REQUIRE(parsed.ok());
-  auto& s = parsed.scenario;
-  s.workloads.resize(1);
-  s.workloads[0].spec.requests = 200;
-  const auto out = sim::run_scenario(s, {});
+  const auto out = first_workload_of("falcon40b_multinode.toml", 200);
   const auto& row = out.workloads[0].points[0];
   BOOST_TEST_REQUIRE(row.size() == 4u);
   const auto& one = row[0].summary;   // tp8-g5.48xlarge
