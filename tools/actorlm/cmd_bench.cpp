@@ -94,6 +94,7 @@ int run_cpu(bench::CpuBenchOptions opt) {
     j["decode_tokens_per_s_1" + suffix] = p.decode_tokens_per_s;
     // Weight bytes a single stream reads per second over what the memory delivers.
     j["bandwidth_fraction_1" + suffix] = p.decode_tokens_per_s * double(p.weight_bytes_per_token) / r.read_bytes_per_s;
+    j["decode_attention_us_" + std::to_string(bench::decode_attention_positions) + suffix] = p.decode_attention_s * 1e6;
     if (opt.prefill_tokens > 0) j["prefill_tokens_per_s_" + std::to_string(opt.prefill_tokens) + suffix] = p.prefill_tokens_per_s;
     if (rates.count(32) && p.sequential_tokens_per_s > 0)
       j["batching_speedup_32" + suffix] = rates[32] / p.sequential_tokens_per_s;

@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
+#include <numeric>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -86,6 +88,38 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// One layer's attention for one decode row over `positions` cached ones (the model's heads of
+// rank 0, the KV cache's dtype, blocks in a shuffled order as a long-running cache has them), on
+// a pool of the shard's size: the median of `repeats` calls, in seconds.
+double measure_decode_attention(const model::Architecture& arch, const model::RankShard& heads,
+                                kernels::cpu::KvDtype dtype, std::int32_t threads, std::uint32_t positions,
+                                std::uint32_t repeats) {
+  constexpr std::uint32_t block_size = 16;
+  const std::uint32_t blocks = (positions + block_size - 1) / block_size;
+  kernels::cpu::KvCache cache(arch, heads, block_size, blocks, 0, dtype);
+  std::vector<std::uint32_t> table(blocks);
+  for (std::uint32_t i = 0; i < blocks; ++i) table[i] = (i * 7 + 3) % blocks;
+  if (std::gcd(7u, blocks) != 1)
+    for (std::uint32_t i = 0; i < blocks; ++i) table[i] = i;
+  const auto hd = static_cast<std::int64_t>(arch.head_dim);
+  const std::int64_t width = (std::int64_t(heads.q_heads) + 2 * heads.kv_heads) * hd;
+  std::vector<float> rows(static_cast<std::size_t>(width) * positions);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = std::sin(0.37f * float(i % 9973)) * 0.5f;
+  const float* k = rows.data() + heads.q_heads * hd;
+  kernels::cpu::write_kv(cache.k(0), cache.v(0), table, 0, positions, k, k + heads.kv_heads * hd, width);
+  std::vector<float> out(static_cast<std::size_t>(heads.q_heads * hd));
+  kernels::cpu::ThreadPool pool(threads);
+  std::vector<double> secs;
+  const float* q = rows.data() + (positions - 1) * width;
+  for (std::uint32_t r = 0; r < std::max(1u, repeats); ++r) {
+    const auto t0 = Clock::now();
+    kernels::cpu::paged_attention(cache.k(0), cache.v(0), table, positions - 1, 1, q, width,
+                                  static_cast<std::int32_t>(heads.q_heads), 0.125f, out.data(), &pool);
+    secs.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  return median(secs);
+}
+
 // One request at a time, prefill then one decode step per token, on its own copy of the
 // weights: the forward the shards run, without the engine. Then one long prefill.
 void run_sequential(const CpuBenchOptions& o, const std::string& model_path, const config::Config& cfg,
@@ -130,6 +164,8 @@ void run_sequential(const CpuBenchOptions& o, const std::string& model_path, con
   out.sequential_tokens_per_s = double(tokens) / out.sequential_seconds;
   out.decode_tokens_per_s = decode_seconds > 0 ? double(decoded) / decode_seconds : 0.0;
 
+  out.decode_attention_s = measure_decode_attention(arch, weights.heads, shard::kv_dtype(cfg.cache.dtype),
+                                                    shard::configure_cpu_threads(one), decode_attention_positions, 200);
   if (o.prefill_tokens == 0) return;
   std::vector<std::int32_t> prompt;  // the chat prompts one after another, cut to length
   while (prompt.size() < o.prefill_tokens)
@@ -144,6 +180,7 @@ void run_sequential(const CpuBenchOptions& o, const std::string& model_path, con
   }
   out.prefill_tokens_per_s = median(rates);
 }
+
 
 }  // namespace
 
@@ -221,7 +258,8 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
         run_sequential(o, r.model, cfg, prompts, path);
         say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
             std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
-            std::to_string(path.prefill_tokens_per_s) + " tokens/s");
+            std::to_string(path.prefill_tokens_per_s) + " tokens/s, one layer's decode attention over " +
+            std::to_string(decode_attention_positions) + " positions " + std::to_string(path.decode_attention_s * 1e6) + " us");
       }
       r.paths.push_back(std::move(path));
     }

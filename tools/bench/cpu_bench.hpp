@@ -8,7 +8,8 @@
 // Each weights path (model.weights "stored" and "f32"), under each KV cache dtype asked for
 // (cache.dtype "f16", "f32"), is measured in the same run, side by side, with: the KV blocks
 // the cache holds, the bytes of weights one decode step reads, the decode steps' rate of the plain
-// loop alone, one prefill of `prefill_tokens` tokens, and the machine's read bandwidth measured
+// loop alone, one prefill of `prefill_tokens` tokens, one layer's decode attention over 1,024
+// cached positions, and the machine's read bandwidth measured
 // on the same threads (a buffer much larger than the last-level cache).
 
 #include "actors/config/config.hpp"
@@ -19,6 +20,8 @@
 #include <vector>
 
 namespace actorlm::bench {
+
+constexpr std::uint32_t decode_attention_positions = 1024;
 
 struct CpuBenchOptions {
   config::Config config;                          // backend cpu; model.path empty: default model
@@ -51,6 +54,8 @@ struct CpuBenchPath {
   double sequential_seconds = 0;
   double decode_tokens_per_s = 0;     // the plain loop's decode steps alone (one token each)
   double prefill_tokens_per_s = 0;    // one prompt of prefill_tokens tokens, median
+  double decode_attention_s = 0;      // one layer's attention, one decode row over
+                                      // decode_attention_positions cached positions, median
   std::uint64_t weight_bytes_per_token = 0;  // matrices one decode step reads (rank 0, TP 1)
   std::uint64_t weight_bytes = 0;            // all the weights as held
 };

@@ -65,6 +65,14 @@ void axpy_scalar(float a, const std::uint16_t* x, float* y, std::int32_t n) {
   for (std::int32_t i = 0; i < n; ++i) y[i] += a * half_to_float(x[i]);
 }
 
+void scores_scalar(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
+  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_scalar(q, k + std::size_t(r) * n, n);
+}
+
+void accumulate_scalar(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n, float* y) {
+  for (std::int32_t r = 0; r < rows; ++r) axpy_scalar(w[r] * inv, v + std::size_t(r) * n, y, n);
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ACTORLM_F16C __attribute__((target("avx2,fma,f16c")))
 
@@ -103,6 +111,19 @@ ACTORLM_F16C void axpy_f16c(float a, const std::uint16_t* x, float* y, std::int3
   for (; i < n; ++i) y[i] = std::fma(a, _cvtsh_ss(x[i]), y[i]);
 }
 
+// One call per KV block instead of one per position: the per-row loops above, inlined. (Tried
+// and dropped, both slower here: eight rows' dot products at once, and the query heads of one
+// KV head together so that each row is widened once.)
+ACTORLM_F16C void scores_f16c(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale,
+                              float* out) {
+  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_f16c(q, k + std::size_t(r) * n, n);
+}
+
+ACTORLM_F16C void accumulate_f16c(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n,
+                                  float* y) {
+  for (std::int32_t r = 0; r < rows; ++r) axpy_f16c(w[r] * inv, v + std::size_t(r) * n, y, n);
+}
+
 bool cpu_has_f16c() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
 }
@@ -111,13 +132,14 @@ bool cpu_has_f16c() {
 }  // namespace
 
 const HalfKernels& scalar_half_kernels() {
-  static const HalfKernels k{"scalar", to_half_scalar, to_float_scalar, dot_scalar, axpy_scalar};
+  static const HalfKernels k{"scalar", to_half_scalar, to_float_scalar, dot_scalar, axpy_scalar, scores_scalar,
+                                   accumulate_scalar};
   return k;
 }
 
 const HalfKernels* f16c_half_kernels() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const HalfKernels k{"f16c", to_half_f16c, to_float_f16c, dot_f16c, axpy_f16c};
+  static const HalfKernels k{"f16c", to_half_f16c, to_float_f16c, dot_f16c, axpy_f16c, scores_f16c, accumulate_f16c};
   static const HalfKernels* p = cpu_has_f16c() ? &k : nullptr;
   return p;
 #else

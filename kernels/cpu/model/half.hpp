@@ -2,7 +2,8 @@
 // IEEE binary16 ("f16") <-> float for the cpu backend's KV cache: a scalar version and an F16C
 // one (`vcvtps2ph` with round-to-nearest-even, `vcvtph2ps`), bit-identical for every input
 // (NaNs included: quieted, payload truncated), chosen once by CPU features.
-// Also the attention's two inner loops over an f16 row, converting in registers.
+// Also the attention's two inner loops over an f16 row, converting in registers, by row and by
+// block of rows.
 
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,11 @@ struct HalfKernels {
   // partial sums, then pairs, then the tail.
   float (*dot)(const float* a, const std::uint16_t* b, std::int32_t n);
   void (*axpy)(float a, const std::uint16_t* x, float* y, std::int32_t n);  // y += a * x
+  // The same two loops over `rows` consecutive rows of n (one KV block's positions of one head)
+  // in one call: out[r] = scale * dot(q, k + r * n), and y += (w[r] * inv) * v_r in order of r.
+  // Bit for bit what calling dot / axpy row by row gives.
+  void (*scores)(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale, float* out);
+  void (*accumulate)(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n, float* y);
 };
 
 const HalfKernels& scalar_half_kernels();

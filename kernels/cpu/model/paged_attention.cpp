@@ -91,29 +91,59 @@ __attribute__((target("avx2,fma"))) void axpy_avx2(float a, const float* x, floa
   for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
 }
 
+__attribute__((target("avx2,fma"))) void scores_avx2(const float* q, const float* k, std::int32_t rows, std::int32_t n,
+                                                    float scale, float* out) {
+  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_avx2(q, k + std::size_t(r) * n, n);
+}
+
+__attribute__((target("avx2,fma"))) void accumulate_avx2(const float* w, float inv, const float* v, std::int32_t rows,
+                                                        std::int32_t n, float* y) {
+  for (std::int32_t r = 0; r < rows; ++r) axpy_avx2(w[r] * inv, v + std::size_t(r) * n, y, n);
+}
+#endif
+
+// A block's rows in one call (one indirect call per block, not per position).
+void scores_portable(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
+  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_portable(q, k + std::size_t(r) * n, n);
+}
+
+void accumulate_portable(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) {
+  for (std::int32_t r = 0; r < rows; ++r) axpy_portable(w[r] * inv, v + std::size_t(r) * n, y, n);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-const auto dot = has_avx2() ? dot_avx2 : dot_portable;
-const auto axpy = has_avx2() ? axpy_avx2 : axpy_portable;
+const auto scores_rows = has_avx2() ? scores_avx2 : scores_portable;
+const auto accumulate_rows = has_avx2() ? accumulate_avx2 : accumulate_portable;
 #else
-const auto dot = dot_portable;
-const auto axpy = axpy_portable;
+const auto scores_rows = scores_portable;
+const auto accumulate_rows = accumulate_portable;
 #endif
 
 }  // namespace
 
 namespace {
 
-// The f32 and f16 planes' inner loops: the same order of operations, f16 widened in registers.
+// The f32 and f16 planes' inner loops over the positions of one block: the same order of
+// operations, f16 widened in registers.
 struct FloatRows {
   using Element = float;
-  float dot(const float* q, const float* k, std::int32_t n) const { return cpu::dot(q, k, n); }
-  void axpy(float a, const float* x, float* y, std::int32_t n) const { cpu::axpy(a, x, y, n); }
+  void scores(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) const {
+    scores_rows(q, k, rows, n, scale, out);
+  }
+  void accumulate(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) const {
+    accumulate_rows(w, inv, v, rows, n, y);
+  }
 };
 struct HalfRows {
   using Element = std::uint16_t;
   const HalfKernels& k = best_half_kernels();
-  float dot(const float* q, const std::uint16_t* x, std::int32_t n) const { return k.dot(q, x, n); }
-  void axpy(float a, const std::uint16_t* x, float* y, std::int32_t n) const { k.axpy(a, x, y, n); }
+  void scores(const float* q, const std::uint16_t* x, std::int32_t rows, std::int32_t n, float scale, float* out) const {
+    k.scores(q, x, rows, n, scale, out);
+  }
+  void accumulate(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n, float* y) const {
+    k.accumulate(w, inv, v, rows, n, y);
+  }
 };
 
 template <class Rows>
@@ -124,8 +154,12 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
   const Rows r;
   const std::int32_t hd = kp.head_dim;
   const std::int64_t out_stride = std::int64_t(q_heads) * hd;
+  const std::uint32_t bs = kp.block_size;
+  const E* k_data = reinterpret_cast<const E*>(kp.data);
+  const E* v_data = reinterpret_cast<const E*>(vp.data);
   // One (query head, query row) at a time: its scores over the visible positions, softmax, and
-  // the weighted sum of values, read in place from the cache's blocks.
+  // the weighted sum of values, read in place from the cache's blocks, a block's positions of
+  // the head (consecutive rows) per call.
   const auto rows = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> scores;
     for (std::int64_t item = begin; item < end; ++item) {
@@ -135,14 +169,22 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
       const float* qv = q + std::int64_t(t) * row_stride + std::int64_t(j) * hd;
       const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
       scores.resize(visible);
-      for (std::uint32_t c = 0; c < visible; ++c) scores[c] = scale * r.dot(qv, kp.at<E>(table, c, kvh), hd);
+      // Offset of (block b of the table, head kvh, slot 0) in either plane.
+      const auto head_rows = [&](std::uint32_t c0) {
+        return std::size_t(table[c0 / bs]) * kp.block_elements() + std::size_t(kvh) * bs * std::size_t(hd);
+      };
+      for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)
+        r.scores(qv, k_data + head_rows(c0), static_cast<std::int32_t>(std::min(bs, visible - c0)), hd, scale,
+                 scores.data() + c0);
       const float mx = *std::max_element(scores.begin(), scores.end());
       float sum = 0;
       for (auto& v : scores) sum += (v = std::exp(v - mx));
       const float inv = 1.0f / sum;
       float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
       std::fill(o, o + hd, 0.0f);
-      for (std::uint32_t c = 0; c < visible; ++c) r.axpy(scores[c] * inv, vp.at<E>(table, c, kvh), o, hd);
+      for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)
+        r.accumulate(scores.data() + c0, inv, v_data + head_rows(c0), static_cast<std::int32_t>(std::min(bs, visible - c0)),
+                     hd, o);
     }
   };
   const std::int64_t items = std::int64_t(q_heads) * n;

@@ -116,3 +116,29 @@ BOOST_AUTO_TEST_CASE(dot_and_axpy_over_halves_equal_them_over_the_widened_floats
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(block_scores_and_accumulation_equal_the_row_by_row_loops_bit_for_bit) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  for (std::int32_t n : {8, 64, 67})
+    for (std::int32_t rows : {1, 5, 16}) {
+      std::vector<float> q(n), w(rows), y0(n);
+      std::vector<std::uint16_t> kv(std::size_t(rows) * n);
+      for (auto& v : q) v = nd(rng);
+      for (auto& v : w) v = nd(rng);
+      for (auto& v : y0) v = nd(rng);
+      for (auto& v : kv) v = float_to_half(nd(rng));
+      const float scale = 0.125f, inv = 0.3f;
+      for (const HalfKernels* k : {&scalar_half_kernels(), f16c_half_kernels()}) {
+        if (k == nullptr) continue;
+        std::vector<float> scores(rows), y = y0, y_rows = y0;
+        k->scores(q.data(), kv.data(), rows, n, scale, scores.data());
+        k->accumulate(w.data(), inv, kv.data(), rows, n, y.data());
+        for (std::int32_t r = 0; r < rows; ++r) {
+          BOOST_TEST(scores[r] == scale * k->dot(q.data(), kv.data() + std::size_t(r) * n, n), k->name << " row " << r);
+          k->axpy(w[r] * inv, kv.data() + std::size_t(r) * n, y_rows.data(), n);
+        }
+        BOOST_TEST(y == y_rows, boost::test_tools::per_element());
+      }
+    }
+}
