@@ -9,3 +9,5 @@ target_include_directories(actorlm_kernels_cpu_sampling PUBLIC ${PROJECT_SOURCE_
 add_library(actorlm_kernels_cpu_collective STATIC ${CMAKE_CURRENT_LIST_DIR}/collective.cpp)
 target_include_directories(actorlm_kernels_cpu_collective PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(actorlm_kernels_cpu_collective PRIVATE gloo Threads::Threads)
+actorlm_hot_code(actorlm_kernels_cpu_sampling)
+actorlm_hot_code(actorlm_kernels_cpu_collective)
