@@ -111,16 +111,58 @@ ACTORLM_F16C void axpy_f16c(float a, const std::uint16_t* x, float* y, std::int3
   for (; i < n; ++i) y[i] = std::fma(a, _cvtsh_ss(x[i]), y[i]);
 }
 
-// One call per KV block instead of one per position: the per-row loops above, inlined. (Tried
-// and dropped, both slower here: eight rows' dot products at once, and the query heads of one
-// KV head together so that each row is widened once.)
+// One call per KV block instead of one per position. For the usual head sizes (64, 128) the
+// query row and the output row stay in registers over the block's rows, and eight rows' dot
+// products are summed across their lanes together (three rounds of horizontal adds that pair
+// the lanes as dot_f16c does), so the bits are those of the row-by-row loops. (Tried and
+// dropped, slower here: the query heads of one KV head together so that each row is widened
+// once.)
+template <int N>
+ACTORLM_F16C void scores_fixed(const float* q, const std::uint16_t* k, std::int32_t rows, float scale, float* out) {
+  constexpr int V = N / 8;
+  __m256 qv[V];
+  for (int i = 0; i < V; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
+  std::int32_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    __m256 acc[8];
+    for (int j = 0; j < 8; ++j) {
+      acc[j] = _mm256_setzero_ps();
+      for (int i = 0; i < V; ++i) acc[j] = _mm256_fmadd_ps(qv[i], load8(k + std::size_t(r + j) * N + 8 * i), acc[j]);
+    }
+    // hadd pairs lanes (0,1), (2,3) within each half; the second round pairs those; adding the
+    // halves gives ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) for each of the 8 rows.
+    const __m256 s01 = _mm256_hadd_ps(acc[0], acc[1]), s23 = _mm256_hadd_ps(acc[2], acc[3]);
+    const __m256 s45 = _mm256_hadd_ps(acc[4], acc[5]), s67 = _mm256_hadd_ps(acc[6], acc[7]);
+    const __m256 s0123 = _mm256_hadd_ps(s01, s23), s4567 = _mm256_hadd_ps(s45, s67);
+    const __m256 sums = _mm256_add_ps(_mm256_permute2f128_ps(s0123, s4567, 0x20), _mm256_permute2f128_ps(s0123, s4567, 0x31));
+    _mm256_storeu_ps(out + r, _mm256_mul_ps(_mm256_set1_ps(scale), sums));
+  }
+  for (; r < rows; ++r) out[r] = scale * dot_f16c(q, k + std::size_t(r) * N, N);
+}
+
+template <int N>
+ACTORLM_F16C void accumulate_fixed(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, float* y) {
+  constexpr int V = N / 8;
+  __m256 yv[V];
+  for (int i = 0; i < V; ++i) yv[i] = _mm256_loadu_ps(y + 8 * i);
+  for (std::int32_t r = 0; r < rows; ++r) {
+    const __m256 a = _mm256_set1_ps(w[r] * inv);
+    for (int i = 0; i < V; ++i) yv[i] = _mm256_fmadd_ps(a, load8(v + std::size_t(r) * N + 8 * i), yv[i]);
+  }
+  for (int i = 0; i < V; ++i) _mm256_storeu_ps(y + 8 * i, yv[i]);
+}
+
 ACTORLM_F16C void scores_f16c(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale,
                               float* out) {
+  if (n == 64) return scores_fixed<64>(q, k, rows, scale, out);
+  if (n == 128) return scores_fixed<128>(q, k, rows, scale, out);
   for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_f16c(q, k + std::size_t(r) * n, n);
 }
 
 ACTORLM_F16C void accumulate_f16c(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n,
                                   float* y) {
+  if (n == 64) return accumulate_fixed<64>(w, inv, v, rows, y);
+  if (n == 128) return accumulate_fixed<128>(w, inv, v, rows, y);
   for (std::int32_t r = 0; r < rows; ++r) axpy_f16c(w[r] * inv, v + std::size_t(r) * n, y, n);
 }
 

@@ -111,13 +111,49 @@ void accumulate_portable(const float* w, float inv, const float* v, std::int32_t
   for (std::int32_t r = 0; r < rows; ++r) axpy_portable(w[r] * inv, v + std::size_t(r) * n, y, n);
 }
 
+// The softmax's numerators in place, s[i] = exp(s[i] - max(s)), and their sum.
+float exp_shifted_portable(float* s, std::uint32_t n) {
+  const float mx = *std::max_element(s, s + n);
+  float sum = 0;
+  for (std::uint32_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - mx));
+  return sum;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
+// glibc's vector expf for AVX2 (libmvec, linked through libm; within 1 ulp of the correctly
+// rounded result, as std::exp): eight lanes per call instead of one scalar call per position,
+// which took a third of a decode step's attention over 1,024 positions.
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
+
+__attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32_t n) {
+  std::uint32_t i = 0;
+  __m256 m8 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + i));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m8);
+  float mx = *std::max_element(lanes, lanes + 8);
+  for (; i < n; ++i) mx = std::max(mx, s[i]);
+  const __m256 shift = _mm256_set1_ps(mx);
+  __m256 acc = _mm256_setzero_ps();
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 e = _ZGVdN8v_expf(_mm256_sub_ps(_mm256_loadu_ps(s + i), shift));
+    _mm256_storeu_ps(s + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  _mm256_store_ps(lanes, acc);
+  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  for (; i < n; ++i) sum += (s[i] = std::exp(s[i] - mx));
+  return sum;
+}
+
 bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 const auto scores_rows = has_avx2() ? scores_avx2 : scores_portable;
 const auto accumulate_rows = has_avx2() ? accumulate_avx2 : accumulate_portable;
+const auto exp_shifted = has_avx2() ? exp_shifted_avx2 : exp_shifted_portable;
 #else
 const auto scores_rows = scores_portable;
 const auto accumulate_rows = accumulate_portable;
+const auto exp_shifted = exp_shifted_portable;
 #endif
 
 }  // namespace
@@ -176,10 +212,7 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
       for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)
         r.scores(qv, k_data + head_rows(c0), static_cast<std::int32_t>(std::min(bs, visible - c0)), hd, scale,
                  scores.data() + c0);
-      const float mx = *std::max_element(scores.begin(), scores.end());
-      float sum = 0;
-      for (auto& v : scores) sum += (v = std::exp(v - mx));
-      const float inv = 1.0f / sum;
+      const float inv = 1.0f / exp_shifted(scores.data(), visible);
       float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
       std::fill(o, o + hd, 0.0f);
       for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)

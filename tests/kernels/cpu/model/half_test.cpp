@@ -120,8 +120,8 @@ BOOST_AUTO_TEST_CASE(dot_and_axpy_over_halves_equal_them_over_the_widened_floats
 BOOST_AUTO_TEST_CASE(block_scores_and_accumulation_equal_the_row_by_row_loops_bit_for_bit) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd;
-  for (std::int32_t n : {8, 64, 67})
-    for (std::int32_t rows : {1, 5, 16}) {
+  for (std::int32_t n : {8, 64, 67, 128})
+    for (std::int32_t rows : {1, 5, 8, 13, 16}) {
       std::vector<float> q(n), w(rows), y0(n);
       std::vector<std::uint16_t> kv(std::size_t(rows) * n);
       for (auto& v : q) v = nd(rng);
