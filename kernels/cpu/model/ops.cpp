@@ -1,5 +1,7 @@
 #include "kernels/cpu/model/ops.hpp"
 
+#include "kernels/cpu/model/vector_exp.hpp"
+
 #include <cblas.h>
 
 #include <cmath>
@@ -69,12 +71,35 @@ void apply_rope(float* x, std::int64_t rows, std::int64_t row_stride, std::int32
   }
 }
 
+namespace {
+
+void silu_mul_row(const float* g, const float* u, std::int64_t f, float* o) {
+  for (std::int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+#ifdef ACTORLM_VECTOR_EXP
+// The same formula, eight elements at a time (exp within an ulp of std::exp's).
+__attribute__((target("avx2,fma"))) void silu_mul_row_avx2(const float* g, const float* u, std::int64_t f, float* o) {
+  const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
+  std::int64_t i = 0;
+  for (; i + 8 <= f; i += 8) {
+    const __m256 gv = _mm256_loadu_ps(g + i);
+    const __m256 e = _ZGVdN8v_expf(_mm256_xor_ps(gv, sign));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+  }
+  silu_mul_row(g + i, u + i, f - i, o + i);
+}
+const auto silu_mul_rows = cpu_has_avx2_fma() ? silu_mul_row_avx2 : silu_mul_row;
+#else
+const auto silu_mul_rows = silu_mul_row;
+#endif
+
+}  // namespace
+
 void silu_mul(const float* gate_up, std::int64_t m, std::int64_t f, float* out) {
   for (std::int64_t r = 0; r < m; ++r) {
     const float* g = gate_up + r * 2 * f;
-    const float* u = g + f;
-    float* o = out + r * f;
-    for (std::int64_t i = 0; i < f; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    silu_mul_rows(g, g + f, f, out + r * f);
   }
 }
 

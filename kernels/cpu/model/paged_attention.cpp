@@ -1,6 +1,7 @@
 #include "kernels/cpu/model/paged_attention.hpp"
 
 #include "kernels/cpu/model/half.hpp"
+#include "kernels/cpu/model/vector_exp.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -120,11 +121,8 @@ float exp_shifted_portable(float* s, std::uint32_t n) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-// glibc's vector expf for AVX2 (libmvec, linked through libm; within 1 ulp of the correctly
-// rounded result, as std::exp): eight lanes per call instead of one scalar call per position,
-// which took a third of a decode step's attention over 1,024 positions.
-extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
-
+// Eight lanes of exp per call (vector_exp.hpp) instead of one scalar call per position, which
+// took a third of a decode step's attention over 1,024 positions.
 __attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32_t n) {
   std::uint32_t i = 0;
   __m256 m8 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
@@ -146,10 +144,10 @@ __attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32
   return sum;
 }
 
-bool has_avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
-const auto scores_rows = has_avx2() ? scores_avx2 : scores_portable;
-const auto accumulate_rows = has_avx2() ? accumulate_avx2 : accumulate_portable;
-const auto exp_shifted = has_avx2() ? exp_shifted_avx2 : exp_shifted_portable;
+const bool has_avx2 = cpu_has_avx2_fma();
+const auto scores_rows = has_avx2 ? scores_avx2 : scores_portable;
+const auto accumulate_rows = has_avx2 ? accumulate_avx2 : accumulate_portable;
+const auto exp_shifted = has_avx2 ? exp_shifted_avx2 : exp_shifted_portable;
 #else
 const auto scores_rows = scores_portable;
 const auto accumulate_rows = accumulate_portable;

@@ -83,6 +83,20 @@ BOOST_AUTO_TEST_CASE(rope_rotates_by_position_times_frequency) {
   BOOST_TEST(x[3] == std::cos(a1), boost::test_tools::tolerance(1e-6));
 }
 
+BOOST_AUTO_TEST_CASE(silu_mul_over_whole_vectors_and_a_tail_matches_the_formula_in_double) {
+  // 37 columns: four 8-lane groups of the vector path and a scalar tail, over two rows.
+  constexpr std::int64_t f = 37;
+  std::vector<float> gu(2 * 2 * f);
+  for (std::size_t i = 0; i < gu.size(); ++i) gu[i] = float(std::sin(0.7 * double(i)) * 12.0);
+  std::vector<float> out(2 * f);
+  silu_mul(gu.data(), 2, f, out.data());
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t i = 0; i < f; ++i) {
+      const double g = gu[r * 2 * f + i], u = gu[r * 2 * f + f + i];
+      BOOST_TEST(out[r * f + i] == g / (1 + std::exp(-g)) * u, boost::test_tools::tolerance(1e-6));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(activations_match_silu_and_erf_gelu) {
   std::vector<float> gu{-2.0f, 0.5f, 3.0f, -1.0f};  // one row: gate (-2, 0.5), up (3, -1)
   std::vector<float> out(2);
