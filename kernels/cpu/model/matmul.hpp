@@ -18,10 +18,15 @@
 
 namespace actorlm::kernels::cpu {
 
-// Where dequantized panels and sgemm overtake the kernels, measured on SmolLM2 Q4_1 on 2 Zen 3
-// cores (all of a step's GEMMs, tokens/s, kernels vs panels): m = 16: 308 vs 248; m = 32: 298
-// vs 339; m = 64: 336 vs 408; m = 512: 260 vs 479.
-constexpr std::int64_t default_panel_min_rows = 32;
+// Where dequantized panels and sgemm overtake the kernels (all of a step's GEMMs on SmolLM2
+// Q4_1, tokens/s, kernels vs panels, 2 threads). An earlier session's 2 Zen 3 cores: m = 16: 308
+// vs 248; m = 32: 298 vs 339; m = 64: 336 vs 408; m = 512: 260 vs 479 (the threshold was 32).
+// 2 Zen 4 vCPUs (AVX-512), medians of 7, side by side: m = 8: 252 vs 57; m = 16: 259 vs 103;
+// m = 32: 261 vs 152; m = 48: 286 vs 245; m = 64: 338 vs 280; m = 128: 351 vs 450; through the
+// engine (bench cpu, 64 requests, alternating runs) 32 concurrent 110 / 131 -> 182 / 179
+// tokens/s and 64 concurrent 146 / 176 -> 170 / 179 with the threshold at 96 instead of 32. The
+// crossover moves with the CPU; 96 is for the machines the project runs on now.
+constexpr std::int64_t default_panel_min_rows = 96;
 
 struct MatmulParams {
   const float* x = nullptr;          // [m, k]
