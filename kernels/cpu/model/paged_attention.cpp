@@ -120,7 +120,7 @@ float exp_shifted_portable(float* s, std::uint32_t n) {
   return sum;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef ACTORLM_VECTOR_EXP  // x86-64 with glibc (vector_exp.hpp)
 // Eight lanes of exp per call (vector_exp.hpp) instead of one scalar call per position, which
 // took a third of a decode step's attention over 1,024 positions.
 __attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32_t n) {

@@ -5,7 +5,9 @@
 // cpu_has_avx2_fma(). Per position or per element, one scalar std::exp call costs about as much
 // as the rest of a decode step's attention or SiLU arithmetic.
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#include <cstddef>  // defines __GLIBC__ where the C library is glibc
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__)
 #include <immintrin.h>
 
 #define ACTORLM_VECTOR_EXP 1
