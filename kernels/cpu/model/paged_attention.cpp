@@ -144,14 +144,17 @@ __attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32
   return sum;
 }
 
-const bool has_avx2 = cpu_has_avx2_fma();
-const auto scores_rows = has_avx2 ? scores_avx2 : scores_portable;
-const auto accumulate_rows = has_avx2 ? accumulate_avx2 : accumulate_portable;
-const auto exp_shifted = has_avx2 ? exp_shifted_avx2 : exp_shifted_portable;
+const auto exp_shifted = cpu_has_avx2_fma() ? exp_shifted_avx2 : exp_shifted_portable;
+#else
+const auto exp_shifted = exp_shifted_portable;
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+const auto scores_rows = cpu_has_avx2_fma() ? scores_avx2 : scores_portable;
+const auto accumulate_rows = cpu_has_avx2_fma() ? accumulate_avx2 : accumulate_portable;
 #else
 const auto scores_rows = scores_portable;
 const auto accumulate_rows = accumulate_portable;
-const auto exp_shifted = exp_shifted_portable;
 #endif
 
 }  // namespace

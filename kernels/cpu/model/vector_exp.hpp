@@ -7,14 +7,15 @@
 
 #include <cstddef>  // defines __GLIBC__ where the C library is glibc
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__)
+#if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
-
-#define ACTORLM_VECTOR_EXP 1
-
-extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
 
 namespace actorlm::kernels::cpu {
 inline bool cpu_has_avx2_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 }  // namespace actorlm::kernels::cpu
+
+#if defined(__GLIBC__)
+#define ACTORLM_VECTOR_EXP 1
+extern "C" __attribute__((target("avx2"))) __m256 _ZGVdN8v_expf(__m256);
+#endif
 #endif
