@@ -73,12 +73,36 @@ void accumulate_scalar(const float* w, float inv, const std::uint16_t* v, std::i
   for (std::int32_t r = 0; r < rows; ++r) axpy_scalar(w[r] * inv, v + std::size_t(r) * n, y, n);
 }
 
+// The same over float rows: dot_scalar's order with the values as they are.
+void scores_f32_scalar(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
+  for (std::int32_t r = 0; r < rows; ++r) {
+    const float* b = k + std::size_t(r) * n;
+    float acc[8] = {};
+    std::int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * b[i + j];
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; ++i) sum += q[i] * b[i];
+    out[r] = scale * sum;
+  }
+}
+
+void accumulate_f32_scalar(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) {
+  for (std::int32_t r = 0; r < rows; ++r) {
+    const float a = w[r] * inv;
+    for (std::int32_t i = 0; i < n; ++i) y[i] += a * v[std::size_t(r) * n + i];
+  }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #define ACTORLM_F16C __attribute__((target("avx2,fma,f16c")))
 
 ACTORLM_F16C __m256 load8(const std::uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+ACTORLM_F16C __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+ACTORLM_F16C float widen(std::uint16_t h) { return _cvtsh_ss(h); }
+ACTORLM_F16C float widen(float f) { return f; }
 
 ACTORLM_F16C void to_half_f16c(const float* x, std::uint16_t* y, std::size_t n) {
   std::size_t i = 0;
@@ -93,22 +117,24 @@ ACTORLM_F16C void to_float_f16c(const std::uint16_t* x, float* y, std::size_t n)
   for (; i < n; ++i) y[i] = _cvtsh_ss(x[i]);
 }
 
-ACTORLM_F16C float dot_f16c(const float* a, const std::uint16_t* b, std::int32_t n) {
+template <class E>
+ACTORLM_F16C float dot_f16c(const float* a, const E* b, std::int32_t n) {
   __m256 acc = _mm256_setzero_ps();
   std::int32_t i = 0;
   for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), load8(b + i), acc);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, acc);
   float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; i < n; ++i) sum = std::fma(a[i], _cvtsh_ss(b[i]), sum);
+  for (; i < n; ++i) sum = std::fma(a[i], widen(b[i]), sum);
   return sum;
 }
 
-ACTORLM_F16C void axpy_f16c(float a, const std::uint16_t* x, float* y, std::int32_t n) {
+template <class E>
+ACTORLM_F16C void axpy_f16c(float a, const E* x, float* y, std::int32_t n) {
   const __m256 av = _mm256_set1_ps(a);
   std::int32_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, load8(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = std::fma(a, _cvtsh_ss(x[i]), y[i]);
+  for (; i < n; ++i) y[i] = std::fma(a, widen(x[i]), y[i]);
 }
 
 // One call per KV block instead of one per position. For the usual head sizes (64, 128) the
@@ -116,17 +142,21 @@ ACTORLM_F16C void axpy_f16c(float a, const std::uint16_t* x, float* y, std::int3
 // products are summed across their lanes together (three rounds of horizontal adds that pair
 // the lanes as dot_f16c does), so the bits are those of the row-by-row loops. (Tried and
 // dropped, slower here: the query heads of one KV head together so that each row is widened
-// once.)
-template <int N>
-ACTORLM_F16C void scores_fixed(const float* q, const std::uint16_t* k, std::int32_t rows, float scale, float* out) {
+// once; paged_attention.cpp widens a block once into floats for a group of heads instead.) The
+// same templates serve float rows.
+template <int N, class E>
+ACTORLM_F16C void scores_fixed(const float* q, const E* k, std::int32_t rows, float scale, float* out) {
   constexpr int V = N / 8;
   __m256 qv[V];
+#pragma GCC unroll 16
   for (int i = 0; i < V; ++i) qv[i] = _mm256_loadu_ps(q + 8 * i);
   std::int32_t r = 0;
   for (; r + 8 <= rows; r += 8) {
     __m256 acc[8];
+#pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       acc[j] = _mm256_setzero_ps();
+#pragma GCC unroll 16
       for (int i = 0; i < V; ++i) acc[j] = _mm256_fmadd_ps(qv[i], load8(k + std::size_t(r + j) * N + 8 * i), acc[j]);
     }
     // hadd pairs lanes (0,1), (2,3) within each half; the second round pairs those; adding the
@@ -140,26 +170,33 @@ ACTORLM_F16C void scores_fixed(const float* q, const std::uint16_t* k, std::int3
   for (; r < rows; ++r) out[r] = scale * dot_f16c(q, k + std::size_t(r) * N, N);
 }
 
-template <int N>
-ACTORLM_F16C void accumulate_fixed(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, float* y) {
+template <int N, class E>
+ACTORLM_F16C void accumulate_fixed(const float* w, float inv, const E* v, std::int32_t rows, float* y) {
   constexpr int V = N / 8;
+  // (Unrolled by pragma: left as loops, GCC -O2 keeps the arrays on the stack and every row
+  // goes through a store and a reload; 1.9x slower on a 620-position decode.)
   __m256 yv[V];
+#pragma GCC unroll 16
   for (int i = 0; i < V; ++i) yv[i] = _mm256_loadu_ps(y + 8 * i);
   for (std::int32_t r = 0; r < rows; ++r) {
     const __m256 a = _mm256_set1_ps(w[r] * inv);
+#pragma GCC unroll 16
     for (int i = 0; i < V; ++i) yv[i] = _mm256_fmadd_ps(a, load8(v + std::size_t(r) * N + 8 * i), yv[i]);
   }
+#pragma GCC unroll 16
   for (int i = 0; i < V; ++i) _mm256_storeu_ps(y + 8 * i, yv[i]);
 }
 
-ACTORLM_F16C void scores_f16c(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale,
+template <class E>
+ACTORLM_F16C void scores_f16c(const float* q, const E* k, std::int32_t rows, std::int32_t n, float scale,
                               float* out) {
   if (n == 64) return scores_fixed<64>(q, k, rows, scale, out);
   if (n == 128) return scores_fixed<128>(q, k, rows, scale, out);
   for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_f16c(q, k + std::size_t(r) * n, n);
 }
 
-ACTORLM_F16C void accumulate_f16c(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n,
+template <class E>
+ACTORLM_F16C void accumulate_f16c(const float* w, float inv, const E* v, std::int32_t rows, std::int32_t n,
                                   float* y) {
   if (n == 64) return accumulate_fixed<64>(w, inv, v, rows, y);
   if (n == 128) return accumulate_fixed<128>(w, inv, v, rows, y);
@@ -174,14 +211,22 @@ bool cpu_has_f16c() {
 }  // namespace
 
 const HalfKernels& scalar_half_kernels() {
-  static const HalfKernels k{"scalar", to_half_scalar, to_float_scalar, dot_scalar, axpy_scalar, scores_scalar,
-                                   accumulate_scalar};
+  static const HalfKernels k{"scalar",      to_half_scalar,    to_float_scalar,  dot_scalar, axpy_scalar, scores_scalar,
+                             accumulate_scalar, scores_f32_scalar, accumulate_f32_scalar};
   return k;
 }
 
 const HalfKernels* f16c_half_kernels() {
 #if defined(__x86_64__) && defined(__GNUC__)
-  static const HalfKernels k{"f16c", to_half_f16c, to_float_f16c, dot_f16c, axpy_f16c, scores_f16c, accumulate_f16c};
+  static const HalfKernels k{"f16c",
+                             to_half_f16c,
+                             to_float_f16c,
+                             dot_f16c<std::uint16_t>,
+                             axpy_f16c<std::uint16_t>,
+                             scores_f16c<std::uint16_t>,
+                             accumulate_f16c<std::uint16_t>,
+                             scores_f16c<float>,
+                             accumulate_f16c<float>};
   static const HalfKernels* p = cpu_has_f16c() ? &k : nullptr;
   return p;
 #else

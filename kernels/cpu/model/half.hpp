@@ -3,7 +3,7 @@
 // one (`vcvtps2ph` with round-to-nearest-even, `vcvtph2ps`), bit-identical for every input
 // (NaNs included: quieted, payload truncated), chosen once by CPU features.
 // Also the attention's two inner loops over an f16 row, converting in registers, by row and by
-// block of rows.
+// block of rows, and the block loops over float rows.
 
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +23,11 @@ struct HalfKernels {
   // Bit for bit what calling dot / axpy row by row gives.
   void (*scores)(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale, float* out);
   void (*accumulate)(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n, float* y);
+  // The same two block loops over float rows (an f32 plane, or f16 rows widened once for the
+  // query heads that share them): the same order, so the same bits as on the f16 rows they
+  // were widened from.
+  void (*scores_f32)(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out);
+  void (*accumulate_f32)(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y);
 };
 
 const HalfKernels& scalar_half_kernels();

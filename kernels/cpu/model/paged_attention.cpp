@@ -13,6 +13,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace actorlm::kernels::cpu {
 
@@ -56,65 +57,9 @@ void write_kv(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std:
 
 namespace {
 
-// Dot product and y += a * x over head_dim floats, in a fixed order that depends only on the
-// two rows: eight lanes of partial sums, then pairs. An AVX2 + FMA version (the same order, fused
-// multiply-adds) where the CPU has it, chosen once.
-float dot_portable(const float* a, const float* b, std::int32_t n) {
-  float acc[8] = {};
-  std::int32_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-void axpy_portable(float a, const float* x, float* y, std::int32_t n) {
-  for (std::int32_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("avx2,fma"))) float dot_avx2(const float* a, const float* b, std::int32_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  std::int32_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, acc);
-  float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-  for (; i < n; ++i) sum = std::fma(a[i], b[i], sum);
-  return sum;
-}
-
-__attribute__((target("avx2,fma"))) void axpy_avx2(float a, const float* x, float* y, std::int32_t n) {
-  const __m256 av = _mm256_set1_ps(a);
-  std::int32_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  for (; i < n; ++i) y[i] = std::fma(a, x[i], y[i]);
-}
-
-__attribute__((target("avx2,fma"))) void scores_avx2(const float* q, const float* k, std::int32_t rows, std::int32_t n,
-                                                    float scale, float* out) {
-  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_avx2(q, k + std::size_t(r) * n, n);
-}
-
-__attribute__((target("avx2,fma"))) void accumulate_avx2(const float* w, float inv, const float* v, std::int32_t rows,
-                                                        std::int32_t n, float* y) {
-  for (std::int32_t r = 0; r < rows; ++r) axpy_avx2(w[r] * inv, v + std::size_t(r) * n, y, n);
-}
-#endif
-
-// A block's rows in one call (one indirect call per block, not per position).
-void scores_portable(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
-  for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_portable(q, k + std::size_t(r) * n, n);
-}
-
-void accumulate_portable(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) {
-  for (std::int32_t r = 0; r < rows; ++r) axpy_portable(w[r] * inv, v + std::size_t(r) * n, y, n);
-}
-
-// The softmax's numerators in place, s[i] = exp(s[i] - max(s)), and their sum.
-float exp_shifted_portable(float* s, std::uint32_t n) {
-  const float mx = *std::max_element(s, s + n);
+// The softmax's numerators in place, s[i] = exp(s[i] - max(s)), and their sum; mx = max(s).
+float exp_shifted_portable(float* s, std::uint32_t n, float& mx) {
+  mx = *std::max_element(s, s + n);
   float sum = 0;
   for (std::uint32_t i = 0; i < n; ++i) sum += (s[i] = std::exp(s[i] - mx));
   return sum;
@@ -123,13 +68,13 @@ float exp_shifted_portable(float* s, std::uint32_t n) {
 #ifdef ACTORLM_VECTOR_EXP  // x86-64 with glibc (vector_exp.hpp)
 // Eight lanes of exp per call (vector_exp.hpp) instead of one scalar call per position, which
 // took a third of a decode step's attention over 1,024 positions.
-__attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32_t n) {
+__attribute__((target("avx2,fma"))) float exp_shifted_avx2(float* s, std::uint32_t n, float& mx) {
   std::uint32_t i = 0;
   __m256 m8 = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   for (; i + 8 <= n; i += 8) m8 = _mm256_max_ps(m8, _mm256_loadu_ps(s + i));
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, m8);
-  float mx = *std::max_element(lanes, lanes + 8);
+  mx = *std::max_element(lanes, lanes + 8);
   for (; i < n; ++i) mx = std::max(mx, s[i]);
   const __m256 shift = _mm256_set1_ps(mx);
   __m256 acc = _mm256_setzero_ps();
@@ -149,27 +94,20 @@ const auto exp_shifted = cpu_has_avx2_fma() ? exp_shifted_avx2 : exp_shifted_por
 const auto exp_shifted = exp_shifted_portable;
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__)
-const auto scores_rows = cpu_has_avx2_fma() ? scores_avx2 : scores_portable;
-const auto accumulate_rows = cpu_has_avx2_fma() ? accumulate_avx2 : accumulate_portable;
-#else
-const auto scores_rows = scores_portable;
-const auto accumulate_rows = accumulate_portable;
-#endif
-
 }  // namespace
 
 namespace {
 
-// The f32 and f16 planes' inner loops over the positions of one block: the same order of
-// operations, f16 widened in registers.
+// The f32 and f16 planes' inner loops over the positions of one block (half.hpp): the same
+// order of operations, f16 widened in registers, or once into floats for a group of heads.
 struct FloatRows {
   using Element = float;
-  void scores(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) const {
-    scores_rows(q, k, rows, n, scale, out);
+  const HalfKernels& k = best_half_kernels();
+  void scores(const float* q, const float* x, std::int32_t rows, std::int32_t n, float scale, float* out) const {
+    k.scores_f32(q, x, rows, n, scale, out);
   }
   void accumulate(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) const {
-    accumulate_rows(w, inv, v, rows, n, y);
+    k.accumulate_f32(w, inv, v, rows, n, y);
   }
 };
 struct HalfRows {
@@ -183,47 +121,139 @@ struct HalfRows {
   }
 };
 
+// One block's rows of one KV head for the query heads [begin, end): on the rows as stored for a
+// single head; f16 rows shared by several heads are widened once into `wide` (exact, so the
+// bits are the same) and the float loops run on them.
+template <class Rows, class E, class Each>
+void for_group(const Rows& r, const E* x, std::int32_t rows, std::int32_t hd, std::int32_t heads, float* wide, Each each) {
+  if constexpr (std::is_same_v<E, std::uint16_t>) {
+    if (heads > 1) {
+      r.k.to_float(x, wide, std::size_t(rows) * hd);
+      const FloatRows f;
+      for (std::int32_t j = 0; j < heads; ++j) each(f, static_cast<const float*>(wide), j);
+      return;
+    }
+  }
+  for (std::int32_t j = 0; j < heads; ++j) each(r, x, j);
+}
+
+// The query heads [begin, end) that read KV head g (j * kv_heads / q_heads == g).
+struct HeadGroup {
+  std::int32_t begin, end;
+};
+HeadGroup head_group(std::int32_t g, std::int32_t q_heads, std::int32_t kv_heads) {
+  const auto first_of = [&](std::int32_t h) {  // the smallest j with j * kv_heads / q_heads >= h
+    return static_cast<std::int32_t>((std::int64_t(h) * q_heads + kv_heads - 1) / kv_heads);
+  };
+  return {first_of(g), std::min(q_heads, first_of(g + 1))};
+}
+
+// Split-K attention (flash-decoding): the visible positions of a query row are cut into chunks
+// of attention_chunk_positions (whole blocks), and one work item is (KV head, chunk, query row):
+// the scores of every query head of the KV head's group over the chunk, read block by block so
+// that a block of K (then of V) comes from memory once for the whole group and from L1 for the
+// others, then the chunk's softmax numerators (with its own maximum) and their weighted sum of
+// values. A second pass merges a row's chunks: out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
+// The chunks are fixed positions, so the arithmetic of a row does not depend on n, first, the
+// pool or its scheduling.
 template <class Rows>
 void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::uint32_t> table,
             std::uint32_t first, std::uint32_t n, const float* q, std::int64_t row_stride,
             std::int32_t q_heads, float scale, float* out, ThreadPool* pool) {
   using E = typename Rows::Element;
   const Rows r;
-  const std::int32_t hd = kp.head_dim;
+  const std::int32_t hd = kp.head_dim, kv_heads = kp.kv_heads;
   const std::int64_t out_stride = std::int64_t(q_heads) * hd;
   const std::uint32_t bs = kp.block_size;
+  const std::uint32_t chunk = std::max<std::uint32_t>(1, attention_chunk_positions / bs) * bs;
+  const std::uint32_t chunks = (first + n + chunk - 1) / chunk;  // of the longest row
+  std::int32_t group_max = 0;
+  for (std::int32_t g = 0; g < kv_heads; ++g) {
+    const HeadGroup hg = head_group(g, q_heads, kv_heads);
+    group_max = std::max(group_max, hg.end - hg.begin);
+  }
   const E* k_data = reinterpret_cast<const E*>(kp.data);
   const E* v_data = reinterpret_cast<const E*>(vp.data);
-  // One (query head, query row) at a time: its scores over the visible positions, softmax, and
-  // the weighted sum of values, read in place from the cache's blocks, a block's positions of
-  // the head (consecutive rows) per call.
-  const auto rows = [&](std::int64_t begin, std::int64_t end) {
-    thread_local std::vector<float> scores;
+  // Per item and head of its group: [max, sum, acc[hd]].
+  const std::int64_t part_floats = hd + 2;
+  thread_local std::vector<float> partials;
+  const std::int64_t items = std::int64_t(kv_heads) * chunks * n;
+  partials.resize(static_cast<std::size_t>(items * group_max * part_floats));
+  float* const parts = partials.data();
+  const auto item_of = [&](std::int32_t g, std::uint32_t c, std::uint32_t t) {
+    return (std::int64_t(g) * chunks + c) * n + t;
+  };
+  // Offset of (block b of the table, head g, slot 0) in either plane.
+  const auto head_rows = [&](std::uint32_t pos, std::int32_t g) {
+    return std::size_t(table[pos / bs]) * kp.block_elements() + std::size_t(g) * bs * std::size_t(hd);
+  };
+  const auto chunk_items = [&](std::int64_t begin, std::int64_t end) {
+    thread_local std::vector<float> scores, wide;
+    scores.resize(std::size_t(group_max) * chunk);
+    wide.resize(std::size_t(bs) * hd);
+    for (std::int64_t item = begin; item < end; ++item) {
+      const auto t = static_cast<std::uint32_t>(item % n);
+      const auto c = static_cast<std::uint32_t>(item / n % chunks);
+      const auto g = static_cast<std::int32_t>(item / n / chunks);
+      const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
+      const std::uint32_t p0 = c * chunk;
+      if (p0 >= visible) continue;
+      const std::uint32_t p1 = std::min(visible, p0 + chunk);
+      const HeadGroup hg = head_group(g, q_heads, kv_heads);
+      const float* qrow = q + std::int64_t(t) * row_stride;
+      for (std::uint32_t pos = p0; pos < p1; pos += bs) {
+        const auto rows = static_cast<std::int32_t>(std::min(bs, p1 - pos));
+        for_group(r, k_data + head_rows(pos, g), rows, hd, hg.end - hg.begin, wide.data(), [&](const auto& rr, const auto* kb, std::int32_t jj) {
+          rr.scores(qrow + std::int64_t(hg.begin + jj) * hd, kb, rows, hd, scale, scores.data() + std::size_t(jj) * chunk + (pos - p0));
+        });
+      }
+      float* part = parts + item * group_max * part_floats;
+      for (std::int32_t j = hg.begin; j < hg.end; ++j) {
+        float* pj = part + std::int64_t(j - hg.begin) * part_floats;
+        pj[1] = exp_shifted(scores.data() + std::size_t(j - hg.begin) * chunk, p1 - p0, pj[0]);
+        std::fill(pj + 2, pj + 2 + hd, 0.0f);
+      }
+      for (std::uint32_t pos = p0; pos < p1; pos += bs) {
+        const auto rows = static_cast<std::int32_t>(std::min(bs, p1 - pos));
+        for_group(r, v_data + head_rows(pos, g), rows, hd, hg.end - hg.begin, wide.data(), [&](const auto& rr, const auto* vb, std::int32_t jj) {
+          rr.accumulate(scores.data() + std::size_t(jj) * chunk + (pos - p0), 1.0f, vb, rows, hd,
+                        part + std::int64_t(jj) * part_floats + 2);
+        });
+      }
+    }
+  };
+  // Merge of (query head j, query row t): item = j * n + t.
+  const auto merge = [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t item = begin; item < end; ++item) {
       const auto j = static_cast<std::int32_t>(item / n);
       const auto t = static_cast<std::uint32_t>(item % n);
-      const std::int32_t kvh = j * kp.kv_heads / q_heads;
-      const float* qv = q + std::int64_t(t) * row_stride + std::int64_t(j) * hd;
-      const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
-      scores.resize(visible);
-      // Offset of (block b of the table, head kvh, slot 0) in either plane.
-      const auto head_rows = [&](std::uint32_t c0) {
-        return std::size_t(table[c0 / bs]) * kp.block_elements() + std::size_t(kvh) * bs * std::size_t(hd);
-      };
-      for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)
-        r.scores(qv, k_data + head_rows(c0), static_cast<std::int32_t>(std::min(bs, visible - c0)), hd, scale,
-                 scores.data() + c0);
-      const float inv = 1.0f / exp_shifted(scores.data(), visible);
+      const std::int32_t g = static_cast<std::int32_t>(std::int64_t(j) * kv_heads / q_heads);
+      const std::int32_t jj = j - head_group(g, q_heads, kv_heads).begin;
+      const std::uint32_t used = (first + t) / chunk + 1;
+      const auto part = [&](std::uint32_t c) { return parts + (item_of(g, c, t) * group_max + jj) * part_floats; };
+      float mx = part(0)[0];
+      for (std::uint32_t c = 1; c < used; ++c) mx = std::max(mx, part(c)[0]);
       float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
       std::fill(o, o + hd, 0.0f);
-      for (std::uint32_t c0 = 0; c0 < visible; c0 += bs)
-        r.accumulate(scores.data() + c0, inv, v_data + head_rows(c0), static_cast<std::int32_t>(std::min(bs, visible - c0)),
-                     hd, o);
+      float sum = 0;
+      for (std::uint32_t c = 0; c < used; ++c) {
+        const float* pc = part(c);
+        const float f = std::exp(pc[0] - mx);
+        sum += f * pc[1];
+        for (std::int32_t d = 0; d < hd; ++d) o[d] += f * pc[2 + d];
+      }
+      const float inv = 1.0f / sum;
+      for (std::int32_t d = 0; d < hd; ++d) o[d] *= inv;
     }
   };
-  const std::int64_t items = std::int64_t(q_heads) * n;
-  if (pool != nullptr) pool->parallel_for(items, 1, rows);
-  else rows(0, items);
+  const std::int64_t merges = std::int64_t(q_heads) * n;
+  if (pool != nullptr) {
+    pool->parallel_for(items, 1, chunk_items);
+    pool->parallel_for(merges, 16, merge);
+  } else {
+    chunk_items(0, items);
+    merge(0, merges);
+  }
 }
 
 }  // namespace

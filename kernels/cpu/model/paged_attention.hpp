@@ -50,9 +50,15 @@ void write_kv(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
 // first .. first+n-1. out: [n, q_heads * head_dim]. Query row t attends to positions
 // [0, first + t] of the cache (which must already hold them). Query head j reads KV head
 // j * kv_heads / q_heads. scale is usually 1/sqrt(head_dim).
-// Each (query head, query row) is computed on its own, in the same order whatever n and first
-// are (a chunked prefill gives the same bits as one shot), spread over `pool` when given.
+// A query row's positions are split into chunks of attention_chunk_positions (rounded down to
+// whole blocks, at least one), each chunk's softmax and weighted values computed for all the
+// query heads of a KV head at once (a K or V block is read from memory once per group), then the
+// chunks merged by their maxima and sums. The chunks are fixed positions, so a row's arithmetic
+// is the same whatever n and first are (a chunked prefill gives the same bits as one shot) and
+// however the work is spread over `pool` when given.
 // An f16 plane is widened to float in registers; the arithmetic is the f32 plane's.
+constexpr std::uint32_t attention_chunk_positions = 128;
+
 void paged_attention(const KvPlaneView& k_plane, const KvPlaneView& v_plane,
                      std::span<const std::uint32_t> table, std::uint32_t first, std::uint32_t n,
                      const float* q, std::int64_t row_stride, std::int32_t q_heads, float scale,

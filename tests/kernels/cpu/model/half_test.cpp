@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(dot_and_axpy_over_halves_equal_them_over_the_widened_floats
   }
 }
 
-BOOST_AUTO_TEST_CASE(block_scores_and_accumulation_equal_the_row_by_row_loops_bit_for_bit) {
+BOOST_AUTO_TEST_CASE(block_scores_and_accumulation_equal_the_row_by_row_loops_and_the_float_loops_bit_for_bit) {
   std::mt19937 rng(4);
   std::normal_distribution<float> nd;
   for (std::int32_t n : {8, 64, 67, 128})
@@ -139,6 +139,14 @@ BOOST_AUTO_TEST_CASE(block_scores_and_accumulation_equal_the_row_by_row_loops_bi
           k->axpy(w[r] * inv, kv.data() + std::size_t(r) * n, y_rows.data(), n);
         }
         BOOST_TEST(y == y_rows, boost::test_tools::per_element());
+        // The float block loops on the widened rows (what attention runs when query heads share
+        // a KV head): the same bits.
+        std::vector<float> wide(kv.size()), scores_f(rows), y_f = y0;
+        k->to_float(kv.data(), wide.data(), wide.size());
+        k->scores_f32(q.data(), wide.data(), rows, n, scale, scores_f.data());
+        k->accumulate_f32(w.data(), inv, wide.data(), rows, n, y_f.data());
+        BOOST_TEST(scores_f == scores, boost::test_tools::per_element());
+        BOOST_TEST(y_f == y, boost::test_tools::per_element());
       }
     }
 }

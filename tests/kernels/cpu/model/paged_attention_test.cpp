@@ -65,6 +65,9 @@ std::vector<double> dense(const std::vector<float>& q, const std::vector<float>&
 const Case cases[] = {
     {4, 4, 16, 4, 37, 37},  {4, 2, 16, 4, 37, 5},  {9, 3, 64, 16, 70, 1},
     {8, 1, 32, 8, 29, 29},  {2, 2, 8, 1, 9, 2},    {6, 3, 16, 16, 100, 17},
+    // Longer than attention_chunk_positions: several chunks merged, chunk edges inside prefill
+    // chunks, a block size that does not divide the chunk, groups of unequal size (3 / 2).
+    {9, 3, 64, 16, 300, 300}, {9, 3, 64, 16, 300, 37}, {4, 1, 32, 5, 290, 1}, {3, 2, 16, 1, 260, 64},
 };
 
 }  // namespace
