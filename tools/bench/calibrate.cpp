@@ -321,11 +321,14 @@ std::string CalibrationShape::describe() const {
 
 std::vector<CalibrationShape> default_calibration_grid() {
   std::vector<CalibrationShape> g;
-  for (std::uint32_t c : {8u, 16u, 31u, 32u, 64u, 128u, 256u, 512u}) g.push_back({.chunk = c});
+  // Both sides of the few-row kernels' threshold, where the step time changes regime.
+  const auto small = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
+  const std::vector<std::uint32_t> chunks = {8u, 16u, 32u, 64u, small - 1, small, 128u, 256u, 512u};
+  for (std::uint32_t c : chunks) g.push_back({.chunk = c});
   for (std::uint32_t o : {1024u, 2048u})
     for (std::uint32_t c : {16u, 128u, 512u}) g.push_back({.chunk = c, .offset = o});
   for (std::uint32_t ctx : {64u, 512u, 2048u})
-    for (std::uint32_t b : {1u, 2u, 4u, 8u, 16u, 24u, 31u, 32u, 48u, 64u, 96u, 128u})
+    for (std::uint32_t b : {1u, 2u, 4u, 8u, 16u, 24u, 32u, 48u, 64u, small - 1, small, 128u})
       if (std::uint64_t{b} * ctx <= 65536) g.push_back({.batch = b, .context = ctx});
   for (std::uint32_t b : {4u, 16u, 48u}) g.push_back({.chunk = 128, .batch = b, .context = 256});
   g.push_back({.chunk = 512, .batch = 8, .context = 512});
