@@ -29,7 +29,8 @@ bool spin_until(Ready ready) {
 }  // namespace
 
 ThreadPool::ThreadPool(std::int32_t threads) {
-  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this] { worker(); });
+  owned_ = std::make_unique<Owned[]>(static_cast<std::size_t>(std::max(1, threads)));
+  for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -49,13 +50,16 @@ void ThreadPool::split(std::int64_t n, std::int64_t grain, std::int32_t ranges, 
   end = t + 1 == ranges ? n : std::min(n, units * (t + 1) / ranges * grain);
 }
 
-void ThreadPool::run_ranges(const Task& t) {
-  const std::int32_t ranges = size() * t.chunks;
-  for (std::int32_t i = next_range_.fetch_add(1, std::memory_order_relaxed); i < ranges;
-       i = next_range_.fetch_add(1, std::memory_order_relaxed)) {
-    std::int64_t b = 0, e = 0;
-    split(t.n, t.grain, ranges, i, b, e);
-    if (b < e) t.call(t.fn, b, e);
+void ThreadPool::run_ranges(const Task& t, std::int32_t self) {
+  const std::int32_t threads = size(), ranges = threads * t.chunks;
+  for (std::int32_t k = 0; k < threads; ++k) {  // its own ranges first, then the others'
+    Owned& o = owned_[static_cast<std::size_t>((self + k) % threads)];
+    for (std::int32_t i = o.next.fetch_add(1, std::memory_order_relaxed); i < o.end;
+         i = o.next.fetch_add(1, std::memory_order_relaxed)) {
+      std::int64_t b = 0, e = 0;
+      split(t.n, t.grain, ranges, i, b, e);
+      if (b < e) t.call(t.fn, b, e);
+    }
   }
 }
 
@@ -65,7 +69,10 @@ void ThreadPool::run(const Task& t) {
     return;
   }
   task_ = t;
-  next_range_.store(0, std::memory_order_relaxed);
+  for (std::int32_t i = 0; i < size(); ++i) {
+    owned_[static_cast<std::size_t>(i)].next.store(i * t.chunks, std::memory_order_relaxed);
+    owned_[static_cast<std::size_t>(i)].end = (i + 1) * t.chunks;
+  }
   pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
@@ -73,14 +80,14 @@ void ThreadPool::run(const Task& t) {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  run_ranges(t);
+  run_ranges(t, 0);
   if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
 }
 
-void ThreadPool::worker() {
+void ThreadPool::worker(std::int32_t self) {
   std::uint64_t seen = 0;
   for (;;) {
     const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -90,7 +97,7 @@ void ThreadPool::worker() {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    run_ranges(task_);
+    run_ranges(task_, self);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard lock(mutex_);  // the caller may be between its check and its sleep
       done_.notify_one();

@@ -1,8 +1,12 @@
 #pragma once
 // A persistent pool of threads for the cpu kernels of one shard: `size()` threads in all, the
-// caller being one of them. parallel_for splits [0, n) into chunks * size() contiguous ranges (whole multiples of `grain`, the last taking the rest); the threads take
-// ranges in turn from a shared counter, so a thread the OS preempts (the engine's actor threads
-// share the cores) delays its own range, not the whole call. It returns when all have run.
+// caller being one of them. parallel_for splits [0, n) into chunks * size() contiguous ranges
+// (whole multiples of `grain`, the last taking the rest). Thread t owns ranges [t * chunks,
+// (t + 1) * chunks) and runs them in order, so each thread streams one contiguous part of a
+// weight matrix (the hardware prefetcher follows it from one range into the next); a thread
+// done with its own takes the others' remaining ranges from their counters, so a thread the OS
+// preempts (the engine's actor threads share the cores) delays its own range, not the whole
+// call. It returns when all have run.
 //
 // Contracts:
 // - The ranges depend only on n, grain, chunks and size() (which thread runs one does not matter): a
@@ -15,6 +19,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -55,14 +60,21 @@ class ThreadPool {
     std::int32_t chunks = chunks_per_thread;
   };
   void run(const Task& t);
-  void worker();
-  void run_ranges(const Task& t);
+  void worker(std::int32_t self);
+  void run_ranges(const Task& t, std::int32_t self);
+
+  // The next range of the current task that thread t owns, and the end of its ranges; on a line
+  // of its own (the owner and thieves hit it).
+  struct alignas(64) Owned {
+    std::atomic<std::int32_t> next{0};
+    std::int32_t end = 0;
+  };
 
   std::vector<std::thread> workers_;
   Task task_;
   std::atomic<std::uint64_t> generation_{0};  // bumped for each task; workers wait for a change
   std::atomic<std::int32_t> pending_{0};      // workers still running the current task
-  std::atomic<std::int32_t> next_range_{0};   // of the current task, the next one to take
+  std::unique_ptr<Owned[]> owned_;            // [size()]
   std::atomic<bool> stop_{false};
   std::mutex mutex_;
   std::condition_variable wake_, done_;

@@ -7,6 +7,8 @@
 #include "kernels/cpu/thread_pool.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 using actorlm::kernels::cpu::ThreadPool;
@@ -14,13 +16,31 @@ using actorlm::kernels::cpu::ThreadPool;
 BOOST_DATA_TEST_CASE(every_index_runs_exactly_once, boost::unit_test::data::make({1, 2, 3, 5}), threads) {
   ThreadPool pool(threads);
   BOOST_TEST(pool.size() == threads);
-  for (std::int64_t n : {0, 1, 7, 16, 100, 1000}) {
-    std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
-    pool.parallel_for(n, 4, [&](std::int64_t b, std::int64_t e) {
-      for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
-    });
-    for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(hits[static_cast<std::size_t>(i)].load() == 1, "n " << n << " i " << i);
-  }
+  for (std::int32_t chunks : {1, 3, 4})
+    for (std::int64_t n : {0, 1, 7, 16, 100, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(n));
+      pool.parallel_for(n, 4, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) hits[static_cast<std::size_t>(i)]++;
+      }, chunks);
+      for (std::int64_t i = 0; i < n; ++i)
+        BOOST_TEST(hits[static_cast<std::size_t>(i)].load() == 1, "chunks " << chunks << " n " << n << " i " << i);
+    }
+}
+
+// The caller owns ranges 0-3 of 8; it stalls in range 0 until the other seven have run, which
+// the worker can only do by taking the caller's ranges 1-3 too. (A pool without stealing would
+// wait here for ever: the stall gives up after 10 s and the count shows it.)
+BOOST_AUTO_TEST_CASE(a_stalled_thread_s_remaining_ranges_are_taken_by_the_others) {
+  ThreadPool pool(2);
+  std::atomic<int> done{0};
+  pool.parallel_for(8, 1, [&](std::int64_t b, std::int64_t) {
+    if (b == 0) {
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (done.load() < 7 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    }
+    ++done;
+  }, 4);
+  BOOST_TEST(done.load() == 8);
 }
 
 BOOST_AUTO_TEST_CASE(ranges_are_whole_grains_and_cover_the_work_in_order) {
