@@ -51,47 +51,34 @@ void to_float_scalar(const std::uint16_t* x, float* y, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
 }
 
-float dot_scalar(const float* a, const std::uint16_t* b, std::int32_t n) {
+// The scalar loops over f16 rows (widened exactly) or float rows, one template for both.
+float value(std::uint16_t h) { return half_to_float(h); }
+float value(float f) { return f; }
+
+template <class E>
+float dot_scalar(const float* a, const E* b, std::int32_t n) {
   float acc[8] = {};
   std::int32_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * half_to_float(b[i + j]);
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * value(b[i + j]);
   float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) sum += a[i] * half_to_float(b[i]);
+  for (; i < n; ++i) sum += a[i] * value(b[i]);
   return sum;
 }
 
-void axpy_scalar(float a, const std::uint16_t* x, float* y, std::int32_t n) {
-  for (std::int32_t i = 0; i < n; ++i) y[i] += a * half_to_float(x[i]);
+template <class E>
+void axpy_scalar(float a, const E* x, float* y, std::int32_t n) {
+  for (std::int32_t i = 0; i < n; ++i) y[i] += a * value(x[i]);
 }
 
-void scores_scalar(const float* q, const std::uint16_t* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
+template <class E>
+void scores_scalar(const float* q, const E* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
   for (std::int32_t r = 0; r < rows; ++r) out[r] = scale * dot_scalar(q, k + std::size_t(r) * n, n);
 }
 
-void accumulate_scalar(const float* w, float inv, const std::uint16_t* v, std::int32_t rows, std::int32_t n, float* y) {
+template <class E>
+void accumulate_scalar(const float* w, float inv, const E* v, std::int32_t rows, std::int32_t n, float* y) {
   for (std::int32_t r = 0; r < rows; ++r) axpy_scalar(w[r] * inv, v + std::size_t(r) * n, y, n);
-}
-
-// The same over float rows: dot_scalar's order with the values as they are.
-void scores_f32_scalar(const float* q, const float* k, std::int32_t rows, std::int32_t n, float scale, float* out) {
-  for (std::int32_t r = 0; r < rows; ++r) {
-    const float* b = k + std::size_t(r) * n;
-    float acc[8] = {};
-    std::int32_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += q[i + j] * b[i + j];
-    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; ++i) sum += q[i] * b[i];
-    out[r] = scale * sum;
-  }
-}
-
-void accumulate_f32_scalar(const float* w, float inv, const float* v, std::int32_t rows, std::int32_t n, float* y) {
-  for (std::int32_t r = 0; r < rows; ++r) {
-    const float a = w[r] * inv;
-    for (std::int32_t i = 0; i < n; ++i) y[i] += a * v[std::size_t(r) * n + i];
-  }
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -211,8 +198,15 @@ bool cpu_has_f16c() {
 }  // namespace
 
 const HalfKernels& scalar_half_kernels() {
-  static const HalfKernels k{"scalar",      to_half_scalar,    to_float_scalar,  dot_scalar, axpy_scalar, scores_scalar,
-                             accumulate_scalar, scores_f32_scalar, accumulate_f32_scalar};
+  static const HalfKernels k{"scalar",
+                             to_half_scalar,
+                             to_float_scalar,
+                             dot_scalar<std::uint16_t>,
+                             axpy_scalar<std::uint16_t>,
+                             scores_scalar<std::uint16_t>,
+                             accumulate_scalar<std::uint16_t>,
+                             scores_scalar<float>,
+                             accumulate_scalar<float>};
   return k;
 }
 

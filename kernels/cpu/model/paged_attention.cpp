@@ -98,6 +98,9 @@ const auto exp_shifted = exp_shifted_portable;
 
 namespace {
 
+// Partials held at once by one call (4 MiB of floats), whatever its rows and context.
+constexpr std::int64_t max_partial_floats = std::int64_t{1} << 20;
+
 // The f32 and f16 planes' inner loops over the positions of one block (half.hpp): the same
 // order of operations, f16 widened in registers, or once into floats for a group of heads.
 struct FloatRows {
@@ -121,9 +124,9 @@ struct HalfRows {
   }
 };
 
-// One block's rows of one KV head for the query heads [begin, end): on the rows as stored for a
-// single head; f16 rows shared by several heads are widened once into `wide` (exact, so the
-// bits are the same) and the float loops run on them.
+// each(rows, x, j) for the j-th of `heads` query heads over one block's rows x of their KV head:
+// on the rows as stored for a single head; f16 rows shared by several heads are widened once
+// into `wide` (exact, so the bits are the same) and the float loops run on them.
 template <class Rows, class E, class Each>
 void for_group(const Rows& r, const E* x, std::int32_t rows, std::int32_t hd, std::int32_t heads, float* wide, Each each) {
   if constexpr (std::is_same_v<E, std::uint16_t>) {
@@ -174,14 +177,18 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
   }
   const E* k_data = reinterpret_cast<const E*>(kp.data);
   const E* v_data = reinterpret_cast<const E*>(vp.data);
-  // Per item and head of its group: [max, sum, acc[hd]].
+  // Per item and head of its group: [max, sum, acc[hd]]. The query rows go in tiles of nt rows
+  // whose partials fit in max_partial_floats (a long prefill over a long context would
+  // otherwise hold n * context / 128 rows' worth); a row's arithmetic is the same in any tile.
   const std::int64_t part_floats = hd + 2;
+  const std::int64_t per_row = std::int64_t(kv_heads) * chunks * group_max * part_floats;
+  const auto nt = static_cast<std::uint32_t>(std::clamp<std::int64_t>(max_partial_floats / per_row, 1, n));
   thread_local std::vector<float> partials;
-  const std::int64_t items = std::int64_t(kv_heads) * chunks * n;
-  partials.resize(static_cast<std::size_t>(items * group_max * part_floats));
+  partials.resize(static_cast<std::size_t>(per_row * nt));
   float* const parts = partials.data();
-  const auto item_of = [&](std::int32_t g, std::uint32_t c, std::uint32_t t) {
-    return (std::int64_t(g) * chunks + c) * n + t;
+  std::uint32_t t0 = 0, rows_now = 0;  // the tile: query rows [t0, t0 + rows_now)
+  const auto item_of = [&](std::int32_t g, std::uint32_t c, std::uint32_t tt) {
+    return (std::int64_t(g) * chunks + c) * rows_now + tt;
   };
   // Offset of (block b of the table, head g, slot 0) in either plane.
   const auto head_rows = [&](std::uint32_t pos, std::int32_t g) {
@@ -192,9 +199,9 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
     scores.resize(std::size_t(group_max) * chunk);
     wide.resize(std::size_t(bs) * hd);
     for (std::int64_t item = begin; item < end; ++item) {
-      const auto t = static_cast<std::uint32_t>(item % n);
-      const auto c = static_cast<std::uint32_t>(item / n % chunks);
-      const auto g = static_cast<std::int32_t>(item / n / chunks);
+      const auto t = t0 + static_cast<std::uint32_t>(item % rows_now);
+      const auto c = static_cast<std::uint32_t>(item / rows_now % chunks);
+      const auto g = static_cast<std::int32_t>(item / rows_now / chunks);
       const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
       const std::uint32_t p0 = c * chunk;
       if (p0 >= visible) continue;
@@ -222,15 +229,15 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
       }
     }
   };
-  // Merge of (query head j, query row t): item = j * n + t.
+  // Merge of (query head j, query row t0 + tt): item = j * rows_now + tt.
   const auto merge = [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t item = begin; item < end; ++item) {
-      const auto j = static_cast<std::int32_t>(item / n);
-      const auto t = static_cast<std::uint32_t>(item % n);
+      const auto j = static_cast<std::int32_t>(item / rows_now);
+      const auto tt = static_cast<std::uint32_t>(item % rows_now), t = t0 + tt;
       const std::int32_t g = static_cast<std::int32_t>(std::int64_t(j) * kv_heads / q_heads);
       const std::int32_t jj = j - head_group(g, q_heads, kv_heads).begin;
       const std::uint32_t used = (first + t) / chunk + 1;
-      const auto part = [&](std::uint32_t c) { return parts + (item_of(g, c, t) * group_max + jj) * part_floats; };
+      const auto part = [&](std::uint32_t c) { return parts + (item_of(g, c, tt) * group_max + jj) * part_floats; };
       float mx = part(0)[0];
       for (std::uint32_t c = 1; c < used; ++c) mx = std::max(mx, part(c)[0]);
       float* o = out + std::int64_t(t) * out_stride + std::int64_t(j) * hd;
@@ -246,13 +253,16 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
       for (std::int32_t d = 0; d < hd; ++d) o[d] *= inv;
     }
   };
-  const std::int64_t merges = std::int64_t(q_heads) * n;
-  if (pool != nullptr) {
-    pool->parallel_for(items, 1, chunk_items);
-    pool->parallel_for(merges, 16, merge);
-  } else {
-    chunk_items(0, items);
-    merge(0, merges);
+  for (t0 = 0; t0 < n; t0 += rows_now) {
+    rows_now = std::min(nt, n - t0);
+    const std::int64_t items = std::int64_t(kv_heads) * chunks * rows_now, merges = std::int64_t(q_heads) * rows_now;
+    if (pool != nullptr) {
+      pool->parallel_for(items, 1, chunk_items);
+      pool->parallel_for(merges, 16, merge);
+    } else {
+      chunk_items(0, items);
+      merge(0, merges);
+    }
   }
 }
 

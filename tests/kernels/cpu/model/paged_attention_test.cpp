@@ -68,6 +68,8 @@ const Case cases[] = {
     // Longer than attention_chunk_positions: several chunks merged, chunk edges inside prefill
     // chunks, a block size that does not divide the chunk, groups of unequal size (3 / 2).
     {9, 3, 64, 16, 300, 300}, {9, 3, 64, 16, 300, 37}, {4, 1, 32, 5, 290, 1}, {3, 2, 16, 1, 260, 64},
+    // A prefill whose chunk partials exceed one call's budget: its rows go in several tiles.
+    {64, 1, 16, 16, 600, 600},
 };
 
 }  // namespace
