@@ -1,13 +1,14 @@
-// quant_dot.hpp's kernels with AVX2 + FMA + F16C (this file alone is compiled with -mavx2 -mfma
-// -mf16c; quant_dot_scalar.cpp calls in only when the CPU has them). Integer dot products: weight
-// codes widened to int16 in registers, _mm256_madd_epi16 against the 16-bit activations gives 8
-// int32 lanes of pair sums; a lane adds 4 products of |w| <= 128 and |q| <= 32768, under 2^24,
-// so its conversion to float is exact.
+// quant_dot.hpp's kernels with AVX2 + FMA + F16C (the code after the includes is compiled for
+// them; quant_dot_scalar.cpp calls in only when the CPU has them). Integer kernels: a group of
+// 16 weight rows is read as two halves of 8 lanes; a code unit's 16 bytes widened to int16 meet a
+// broadcast activation pair in _mm256_madd_epi16 (8 int32 lanes, one weight row each), summed
+// over the block in int32 (|w| <= 128, |q| <= 32768, 32 products: under 2^27, exact).
 #include "kernels/cpu/model/quant_dot.hpp"
 
+#include "kernels/cpu/model/row_groups.hpp"
 #include "model/format/dequantize.hpp"
 
-#if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 
 #include <immintrin.h>
 
@@ -15,14 +16,17 @@
 #include <cmath>
 #include <cstring>
 
+// After the includes, so that the headers' inline functions (merged across files by the linker)
+// stay compiled for the baseline CPU.
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+
 namespace actorlm::kernels::cpu {
 
 namespace {
 
 using model::DType;
 using model::load_u16;
-
-float f16(const std::byte* p) { return _cvtsh_ss(load_u16(p)); }
 
 // A fixed order of additions, the same for every output element.
 float hsum(__m256 v) {
@@ -32,18 +36,10 @@ float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// 16 bytes of 4-bit codes -> values 0..15 as int16: low nibbles are values 0..15 (lo), high
-// ones 16..31 (hi). Bytes widened first, so the high nibbles need no mask: three operations
-// instead of five.
-void unpack_nibbles(const std::byte* qs, __m256i& lo, __m256i& hi) {
-  const __m256i t = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  lo = _mm256_and_si256(t, _mm256_set1_epi16(0x0f));
-  hi = _mm256_srli_epi16(t, 4);
-}
-
-void quantize(const float* x, std::int64_t k, Q16Block* out) {
+void quantize(const float* x, std::int64_t k, Q16Block* out_blocks, std::int64_t stride) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (std::int64_t b = 0; b < k / act_block; ++b, x += act_block) {
+    Q16Block* out = out_blocks + b * stride;
     __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
     for (int j = 0; j < 4; ++j) {
@@ -62,96 +58,117 @@ void quantize(const float* x, std::int64_t k, Q16Block* out) {
     // packs (saturating) interleaves 128-bit lanes; the 64-bit permutation restores the order.
     const __m256i q01 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[0], i[1]), _MM_SHUFFLE(3, 1, 2, 0));
     const __m256i q23 = _mm256_permute4x64_epi64(_mm256_packs_epi32(i[2], i[3]), _MM_SHUFFLE(3, 1, 2, 0));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q), q01);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].q + 16), q23);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->q), q01);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out->q + 16), q23);
     // The sum of the stored (saturated) codes, as the scalar path adds them.
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i sum32 = _mm256_add_epi32(_mm256_madd_epi16(q01, ones), _mm256_madd_epi16(q23, ones));
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(sum32), _mm256_extracti128_si256(sum32, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    out[b].d = d;
-    out[b].s = d * static_cast<float>(_mm_cvtsi128_si32(s));
+    out->d = d;
+    out->s = d * static_cast<float>(_mm_cvtsi128_si32(s));
   }
 }
 
-// A decoded weight block: codes 0..15 of values 0..15 (lo) and 16..31 (hi) as int16, scale and
-// minimum.
-struct Decoded {
-  __m256i lo, hi;
-  float d, m;
-};
-
+// One half (8 rows) of a group's block: code unit u widened to int16 lanes, two per row.
 template <DType T>
-struct Format;
+struct Half;
 template <>
-struct Format<DType::q8_0> {
-  static constexpr std::size_t bytes = 34;
-  static constexpr bool has_min = false;
-  static Decoded load(const std::byte* b) {
-    const __m128i* q = reinterpret_cast<const __m128i*>(b + 2);
-    return {_mm256_cvtepi8_epi16(_mm_loadu_si128(q)), _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1)), f16(b), 0};
+struct Half<DType::q8_0> {
+  static constexpr int units = 16;
+  static void load(const std::byte* unit, __m256i* w) {
+    w[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
   }
 };
-template <>
-struct Format<DType::q4_0> {
-  static constexpr std::size_t bytes = 18;
-  static constexpr bool has_min = false;
-  static Decoded load(const std::byte* b) {
-    Decoded w{{}, {}, f16(b), 0};
-    unpack_nibbles(b + 2, w.lo, w.hi);
-    const __m256i eight = _mm256_set1_epi16(8);
-    w.lo = _mm256_sub_epi16(w.lo, eight);
-    w.hi = _mm256_sub_epi16(w.hi, eight);
-    return w;
-  }
-};
-template <>
-struct Format<DType::q4_1> {
-  static constexpr std::size_t bytes = 20;
-  static constexpr bool has_min = true;
-  static Decoded load(const std::byte* b) {
-    // Scale and minimum, adjacent f16s, converted by one instruction.
-    std::uint32_t dm;
-    std::memcpy(&dm, b, sizeof dm);
-    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(dm)));
-    Decoded w{{}, {}, _mm_cvtss_f32(f), _mm_cvtss_f32(_mm_movehdup_ps(f))};
-    unpack_nibbles(b + 4, w.lo, w.hi);
-    return w;
-  }
-};
-
-// Output elements (r, i0 .. i0 + MR): weight row r against MR activation rows, one accumulator
-// each (MR independent chains of FMAs; an element's own arithmetic is the same in every tile).
 template <DType T>
-struct IntegerKernel {
-  template <int MR>
-  static void tile(const DotParams& p, std::int64_t r, std::int64_t i0) {
-    using F = Format<T>;
-    const std::int64_t nb = p.w->cols / act_block;
-    const std::byte* w = p.w->row(r);
-    const Q16Block* x[MR];
-    for (int i = 0; i < MR; ++i) x[i] = p.xq + (i0 + i) * nb;
-    __m256 acc[MR];
-    float mins[MR];
-    for (int i = 0; i < MR; ++i) {
-      acc[i] = _mm256_setzero_ps();
-      mins[i] = 0;
+struct Nibbles {
+  static constexpr int units = 8;
+  // w[0]: values 2u, 2u + 1 (low nibbles); w[1]: values 2u + 16, 2u + 17 (high nibbles).
+  static void load(const std::byte* unit, __m256i* w) {
+    const __m256i t = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
+    w[0] = _mm256_and_si256(t, _mm256_set1_epi16(0x0f));
+    w[1] = _mm256_srli_epi16(t, 4);
+    if constexpr (T == DType::q4_0) {
+      w[0] = _mm256_sub_epi16(w[0], _mm256_set1_epi16(8));
+      w[1] = _mm256_sub_epi16(w[1], _mm256_set1_epi16(8));
     }
-    for (std::int64_t b = 0; b < nb; ++b) {
-      const Decoded dw = F::load(w + b * F::bytes);
+  }
+};
+template <>
+struct Half<DType::q4_0> : Nibbles<DType::q4_0> {};
+template <>
+struct Half<DType::q4_1> : Nibbles<DType::q4_1> {};
+
+// A broadcast pair of activations: values v, v + 1 of a block.
+__m256i pair(const Q16Block& x, int v) {
+  std::int32_t p;
+  std::memcpy(&p, x.q + v, sizeof p);
+  return _mm256_set1_epi32(p);
+}
+
+// Rows 16g + 8h .. + 8 (half h of group g) against activation rows x[0 .. R) of a tile: one
+// register of 8 row sums per activation row.
+template <DType T, int R>
+void half_tile(const DotParams& p, std::int64_t g, int h, const Q16Block* x, float* y) {
+  using H = Half<T>;
+  const std::int64_t nb = p.w->cols / act_block;
+  const std::size_t gb = group_block_bytes(T);
+  const std::byte* blk = p.w->data.data() + static_cast<std::size_t>(g * nb) * gb;
+  __m256 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm256_setzero_ps();
+  for (std::int64_t b = 0; b < nb; ++b, blk += gb, x += act_tile) {
+    const std::byte* codes = blk + group_codes_offset(T) + 16 * h;
+    __m256i sum[R];
+#pragma GCC unroll 16
+    for (int u = 0; u < H::units; ++u) {
+      __m256i w[2];
+      H::load(codes + 32 * u, w);
 #pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) {
-        const auto* q = reinterpret_cast<const __m256i*>(x[i][b].q);
-        const __m256i sums = _mm256_add_epi32(_mm256_madd_epi16(dw.lo, _mm256_loadu_si256(q)),
-                                              _mm256_madd_epi16(dw.hi, _mm256_loadu_si256(q + 1)));
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(dw.d * x[i][b].d), acc[i]);
-        if constexpr (F::has_min) mins[i] = std::fma(dw.m, x[i][b].s, mins[i]);
+      for (int i = 0; i < R; ++i) {
+        // Q8_0: unit u is values 2u, 2u + 1; 4-bit: 2u, 2u + 1 and 2u + 16, 2u + 17.
+        __m256i s = _mm256_madd_epi16(w[0], pair(x[i], 2 * u));
+        if constexpr (T != DType::q8_0) s = _mm256_add_epi32(s, _mm256_madd_epi16(w[1], pair(x[i], 2 * u + 16)));
+        sum[i] = u == 0 ? s : _mm256_add_epi32(sum[i], s);
       }
     }
-    for (int i = 0; i < MR; ++i) p.y[(i0 + i) * p.ldy + r] = hsum(acc[i]) + mins[i];
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * h)));
+    __m256 mw = _mm256_setzero_ps();
+    if constexpr (T == DType::q4_1) mw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 32 + 16 * h)));
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[i]), _mm256_mul_ps(dw, _mm256_set1_ps(x[i].d)), acc[i]);
+      if constexpr (T == DType::q4_1) acc[i] = _mm256_fmadd_ps(mw, _mm256_set1_ps(x[i].s), acc[i]);
+    }
   }
-};
+  const std::int64_t r0 = g * row_group + 8 * h, valid = std::min<std::int64_t>(8, p.w->rows - r0);
+  if (valid == 8) {
+    for (int i = 0; i < R; ++i) _mm256_storeu_ps(y + i * p.ldy + r0, acc[i]);
+    return;
+  }
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)), lanes);
+  for (int i = 0; i < R; ++i) _mm256_maskstore_ps(y + i * p.ldy + r0, mask, acc[i]);
+}
+
+// Groups covering rows [row_begin, row_end), each against every activation tile while its
+// blocks are in L1.
+template <DType T>
+void dot_integer(const DotParams& p) {
+  const std::int64_t nb = p.w->cols / act_block;
+  for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
+    for (int h = 0; h < 2 && g * row_group + 8 * h < p.w->rows; ++h)
+      for (std::int64_t i0 = 0; i0 < p.m; i0 += 4) {
+        const Q16Block* x = p.xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile;
+        float* y = p.y + i0 * p.ldy;
+        switch (std::min<std::int64_t>(4, p.m - i0)) {
+          case 4: half_tile<T, 4>(p, g, h, x, y); break;
+          case 3: half_tile<T, 3>(p, g, h, x, y); break;
+          case 2: half_tile<T, 2>(p, g, h, x, y); break;
+          default: half_tile<T, 1>(p, g, h, x, y); break;
+        }
+      }
+}
 
 __m256 widen_f16(const std::byte* w) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
@@ -204,7 +221,8 @@ void rows(const DotParams& p, std::int64_t r0, std::int64_t r1, std::int64_t i0)
 // passes over them: the weights come from memory once per call. A tile is one weight row
 // against up to 4 activation rows, so the weights are read as one sequential stream that the
 // hardware prefetcher follows. Tiles of 2 or 4 weight rows (with software prefetch) read 2 or 4
-// interleaved streams of a few hundred bytes each, which it does not: one thread streamed
+// interleaved streams of a few hundred bytes each, which it does not (measured when the integer
+// types had row-layout kernels of this shape too): one thread streamed
 // SmolLM2's 1,536 x 576 matrices for one activation row at 7.2 GB/s (Q4_1), 7.1 (Q8_0) and 5.2
 // (F16) with 4-row tiles against 11.6, 16.4 and 12.2 with 1-row tiles; at 2 activation rows
 // 7.4 / 7.7 / 4.1 against 7.5 / 13.6 / 10.1; from 4 rows the kernels are bound by arithmetic
@@ -227,43 +245,6 @@ void over_panels(const DotParams& p) {
   }
 }
 
-// As model::dequantize (Q4_1: q * d, then + m; two roundings, no fused multiply-add), 8 values
-// at a time for the integer types; the others go to it.
-void dequantize_row(DType t, const std::byte* row, std::int64_t k, float* out) {
-  if (t != DType::q4_0 && t != DType::q4_1 && t != DType::q8_0) {
-    model::dequantize(t, row, std::span<float>(out, static_cast<std::size_t>(k)));
-    return;
-  }
-  const std::size_t bytes = t == DType::q8_0 ? 34 : t == DType::q4_0 ? 18 : 20;
-  for (std::int64_t b = 0; b < k / act_block; ++b, row += bytes, out += act_block) {
-    const __m256 d = _mm256_set1_ps(f16(row));
-    __m256i lo, hi;
-    if (t == DType::q8_0) {
-      const auto* q = reinterpret_cast<const __m128i*>(row + 2);
-      lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(q));
-      hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(q + 1));
-    } else {
-      unpack_nibbles(row + (t == DType::q4_1 ? 4 : 2), lo, hi);
-      if (t == DType::q4_0) {
-        lo = _mm256_sub_epi16(lo, _mm256_set1_epi16(8));
-        hi = _mm256_sub_epi16(hi, _mm256_set1_epi16(8));
-      }
-    }
-    const __m256i parts[4] = {_mm256_cvtepi16_epi32(_mm256_castsi256_si128(lo)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(lo, 1)),
-                              _mm256_cvtepi16_epi32(_mm256_castsi256_si128(hi)), _mm256_cvtepi16_epi32(_mm256_extracti128_si256(hi, 1))};
-    for (int j = 0; j < 4; ++j) {
-      __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(parts[j]), d);
-      if (t == DType::q4_1) v = _mm256_add_ps(v, _mm256_set1_ps(f16(row + 2)));
-      _mm256_storeu_ps(out + 8 * j, v);
-    }
-  }
-}
-
-template <DType T>
-void dot_integer(const DotParams& p) {
-  over_panels<IntegerKernel<T>>(p);
-}
-
 template <bool BF16>
 void dot_half(const DotParams& p) {
   over_panels<HalfKernel<BF16>>(p);
@@ -273,13 +254,15 @@ void dot_half(const DotParams& p) {
 
 namespace detail {
 const DotKernels* avx2_kernels_if_built() {
-  static const DotKernels k{"avx2", quantize, dequantize_row, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
+  static const DotKernels k{"avx2", quantize, dot_integer<DType::q8_0>, dot_integer<DType::q4_0>,
                             dot_integer<DType::q4_1>, dot_half<false>, dot_half<true>};
   return &k;
 }
 }  // namespace detail
 
 }  // namespace actorlm::kernels::cpu
+
+#pragma GCC pop_options
 
 #else
 

@@ -1,5 +1,6 @@
 #include "kernels/cpu/model/weight_matrix.hpp"
 
+#include "kernels/cpu/model/row_groups.hpp"
 #include "model/format/dequantize.hpp"
 
 #include <cstring>
@@ -8,9 +9,24 @@
 
 namespace actorlm::kernels::cpu {
 
+namespace {
+
+void require_row_layout(const WeightMatrix& m, const char* what) {
+  if (m.grouped) throw std::logic_error(std::string("weight matrix: ") + what + " of a grouped matrix");
+}
+
+}  // namespace
 
 void WeightMatrix::dequantize_row(std::int64_t r, std::span<float> out) const {
-  model::dequantize(dtype, row(r), out.first(static_cast<std::size_t>(cols)));
+  if (!grouped) {
+    model::dequantize(dtype, row(r), out.first(static_cast<std::size_t>(cols)));
+    return;
+  }
+  std::byte block[64];
+  for (std::int64_t b = 0; b < cols / 32; ++b) {
+    ungroup_block(*this, r, b, block);
+    model::dequantize(dtype, block, out.subspan(static_cast<std::size_t>(b * 32), 32));
+  }
 }
 
 WeightMatrix f32_matrix(std::span<const float> values, std::int64_t rows, std::int64_t cols) {
@@ -37,6 +53,8 @@ WeightMatrix stored_matrix(model::DType dtype, std::span<const std::byte> bytes,
 }
 
 void append_rows(const WeightMatrix& m, std::int64_t begin, std::int64_t count, WeightMatrix& out) {
+  require_row_layout(m, "appending rows");
+  require_row_layout(out, "appending rows");
   if (out.empty()) {
     out.dtype = m.dtype;
     out.cols = m.cols;
@@ -49,6 +67,7 @@ void append_rows(const WeightMatrix& m, std::int64_t begin, std::int64_t count, 
 }
 
 WeightMatrix column_slice(const WeightMatrix& m, std::int64_t begin, std::int64_t count) {
+  require_row_layout(m, "a column slice");
   const std::int64_t per = model::block_elements(m.dtype);
   WeightMatrix out;
   out.rows = m.rows;

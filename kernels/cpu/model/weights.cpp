@@ -1,5 +1,7 @@
 #include "kernels/cpu/model/weights.hpp"
 
+#include "kernels/cpu/model/row_groups.hpp"
+
 #include "model/format/dequantize.hpp"
 #include "model/format/read_architecture.hpp"
 #include "model/format/tensor_source.hpp"
@@ -167,6 +169,11 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
     }
     l.w_down = column_slice(matrix(pre + n.down, h, f), p.ffn_begin, p.ffn_columns);
   }
+  // The integer matrices in the layout their kernels read, once every slice and join is done.
+  group_rows(w.embed);
+  group_rows(w.lm_head);
+  for (LayerWeights& l : w.layers)
+    for (WeightMatrix* m : {&l.wqkv, &l.wo, &l.w_up, &l.w_down}) group_rows(*m);
   return w;
 }
 
