@@ -151,23 +151,26 @@ void half_tile(const DotParams& p, std::int64_t g, int h, const Q16Block* x, flo
   for (int i = 0; i < R; ++i) _mm256_maskstore_ps(y + i * p.ldy + r0, mask, acc[i]);
 }
 
-// Groups covering rows [row_begin, row_end), each against every activation tile while its
-// blocks are in L1.
+// Groups covering rows [row_begin, row_end), each against every activation tile of a pass
+// (rows_per_pass) while its blocks are in L1.
 template <DType T>
 void dot_integer(const DotParams& p) {
-  const std::int64_t nb = p.w->cols / act_block;
-  for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
-    for (int h = 0; h < 2 && g * row_group + 8 * h < p.w->rows; ++h)
-      for (std::int64_t i0 = 0; i0 < p.m; i0 += 4) {
-        const Q16Block* x = p.xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile;
-        float* y = p.y + i0 * p.ldy;
-        switch (std::min<std::int64_t>(4, p.m - i0)) {
-          case 4: half_tile<T, 4>(p, g, h, x, y); break;
-          case 3: half_tile<T, 3>(p, g, h, x, y); break;
-          case 2: half_tile<T, 2>(p, g, h, x, y); break;
-          default: half_tile<T, 1>(p, g, h, x, y); break;
+  const std::int64_t nb = p.w->cols / act_block, pass = rows_per_pass(p.w->cols);
+  for (std::int64_t m0 = 0; m0 < p.m; m0 += pass) {
+    const std::int64_t m1 = std::min(p.m, m0 + pass);
+    for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
+      for (int h = 0; h < 2 && g * row_group + 8 * h < p.w->rows; ++h)
+        for (std::int64_t i0 = m0; i0 < m1; i0 += 4) {
+          const Q16Block* x = p.xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile;
+          float* y = p.y + i0 * p.ldy;
+          switch (std::min<std::int64_t>(4, m1 - i0)) {
+            case 4: half_tile<T, 4>(p, g, h, x, y); break;
+            case 3: half_tile<T, 3>(p, g, h, x, y); break;
+            case 2: half_tile<T, 2>(p, g, h, x, y); break;
+            default: half_tile<T, 1>(p, g, h, x, y); break;
+          }
         }
-      }
+  }
 }
 
 __m256 widen_f16(const std::byte* w) {

@@ -197,7 +197,7 @@ BOOST_DATA_TEST_CASE(vector_integer_kernels_give_the_scalar_kernels_bits,
   const auto w = kernel_matrix(type, n, k, rng);
   for (const DotKernels* vec : {avx2_kernels(), avx512_kernels()}) {
     if (vec == nullptr) continue;
-    for (std::int64_t m : {1, 2, 3, 4, 5, 8, 9, 19}) {
+    for (std::int64_t m : {1, 2, 3, 4, 5, 8, 9, 19, 150}) {  // 150: more than one pass at k = 1536
       const auto x = random_activations(m, k, rng);
       const auto ys = run(scalar_kernels(), w, x, m), yv = run(*vec, w, x, m);
       BOOST_TEST(ys == yv, vec->name << " m=" << m << boost::test_tools::per_element());
