@@ -321,7 +321,7 @@ std::string CalibrationShape::describe() const {
 
 std::vector<CalibrationShape> default_calibration_grid() {
   std::vector<CalibrationShape> g;
-  // Both sides of the few-row kernels' threshold, where the step time changes regime.
+  // Both sides of the F16 / BF16 kernels' threshold, where their step time changes regime.
   const auto small = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   const std::vector<std::uint32_t> chunks = {8u, 16u, 32u, 64u, small - 1, small, 128u, 256u, 512u};
   for (std::uint32_t c : chunks) g.push_back({.chunk = c});

@@ -16,10 +16,12 @@
 // phi_k read off the cost model itself (every parameter but one set to a free value), so the fit
 // cannot drift from what the simulator computes. Non-negative least squares on relative errors
 // gives the thetas:
-//   small_gemm_tflops   GEMMs below small_gemm_rows rows (the cpu backend's few-row kernels,
-//                       kernels/cpu/model/matmul.hpp: default_panel_min_rows)
-//   fp16_tflops         larger GEMMs (OpenBLAS sgemm on dequantized weights)
-//   gemm_dequant_gweights_per_s  the dequantizing pass before those
+//   small_gemm_tflops   GEMMs below small_gemm_rows rows (kernels/cpu/model/matmul.hpp:
+//                       default_panel_min_rows, where F16 / BF16 weights go from the kernels to
+//                       sgemm; integer weights take the same kernels on both sides, so for them
+//                       the two rates fit alike and the dequantizing term to about nothing)
+//   fp16_tflops         larger GEMMs
+//   gemm_dequant_gweights_per_s  the dequantizing pass before F16 / BF16 sgemm
 //   attention_tflops    decode attention (one query per sequence, over its paged KV)
 //   prefill_attention_tflops  prefill attention (a chunk's queries over the chunk and the cache)
 //   kernel_launch_us    per operator: the thread pool's dispatch and the operators' fixed costs

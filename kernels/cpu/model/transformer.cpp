@@ -10,6 +10,22 @@ namespace actorlm::kernels::cpu {
 
 using model::Family;
 
+namespace {
+
+// Rows from which the row-wise operators (norms, rotary, activations, residual adds) go to the
+// pool: below, a dispatch costs more than the work (one decode row is 576 values).
+constexpr std::int64_t pool_rows_min = 16;
+
+// fn(begin, end) over [0, rows): on the pool for enough rows, each range whole rows (a row's
+// arithmetic is its own, so the bits do not depend on the split).
+template <class Fn>
+void over_rows(ThreadPool& pool, std::int64_t rows, Fn&& fn) {
+  if (rows < pool_rows_min) fn(std::int64_t{0}, rows);
+  else pool.parallel_for(rows, 4, fn, 1);
+}
+
+}  // namespace
+
 Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce, std::int32_t threads)
     : w_(weights), all_reduce_(std::move(all_reduce)), pool_(threads) {
   if (w_.world > 1 && !all_reduce_)
@@ -27,8 +43,16 @@ void Transformer::matmul(const float* x, const WeightMatrix& w, float* y) {
 
 void Transformer::norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out) {
   const model::Architecture& s = w_.spec;
-  if (s.family == Family::llama) rms_norm(x, tokens_, s.hidden, w.data(), s.norm_eps, out);
-  else layer_norm(x, tokens_, s.hidden, w.data(), b.data(), s.norm_eps, out);
+  const std::int64_t h = s.hidden;
+  over_rows(pool_, tokens_, [&](std::int64_t r0, std::int64_t r1) {
+    if (s.family == Family::llama) rms_norm(x + r0 * h, r1 - r0, h, w.data(), s.norm_eps, out + r0 * h);
+    else layer_norm(x + r0 * h, r1 - r0, h, w.data(), b.data(), s.norm_eps, out + r0 * h);
+  });
+}
+
+void Transformer::add_rows(float* y, const float* x) {
+  const std::int64_t h = w_.spec.hidden;
+  over_rows(pool_, tokens_, [&](std::int64_t r0, std::int64_t r1) { add_in_place(y + r0 * h, x + r0 * h, (r1 - r0) * h); });
 }
 
 void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
@@ -69,16 +93,16 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
         mlp_in = normed2_.data();
       }
       mlp_block(l, mlp_in, mlp_out_.data());
-      add_in_place(proj_.data(), mlp_out_.data(), tokens_ * h);
+      add_rows(proj_.data(), mlp_out_.data());
       reduce(proj_.data(), tokens_ * h);  // one all-reduce for both branches
-      add_in_place(x_.data(), proj_.data(), tokens_ * h);
+      add_rows(x_.data(), proj_.data());
     } else {
       reduce(proj_.data(), tokens_ * h);
-      add_in_place(x_.data(), proj_.data(), tokens_ * h);
+      add_rows(x_.data(), proj_.data());
       norm(l.mlp_norm, l.mlp_norm_bias, x_.data(), normed_.data());
       mlp_block(l, normed_.data(), mlp_out_.data());
       reduce(mlp_out_.data(), tokens_ * h);
-      add_in_place(x_.data(), mlp_out_.data(), tokens_ * h);
+      add_rows(x_.data(), mlp_out_.data());
     }
   }
   if (!compute_logits) return;
@@ -115,7 +139,10 @@ void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq
   matmul(normed, l.wqkv, qkv_.data());
 
   const RopeParams rope{static_cast<std::int32_t>(hd), s.rope_theta, s.rope_linear_factor, w_.layout.rope_style};
-  apply_rope(qkv_.data(), tokens_, qkv_width, static_cast<std::int32_t>(q_heads + kv_heads), positions_, rope);
+  over_rows(pool_, tokens_, [&](std::int64_t r0, std::int64_t r1) {
+    apply_rope(qkv_.data() + r0 * qkv_width, r1 - r0, qkv_width, static_cast<std::int32_t>(q_heads + kv_heads),
+               std::span<const std::int32_t>(positions_).subspan(static_cast<std::size_t>(r0), static_cast<std::size_t>(r1 - r0)), rope);
+  });
 
   attn_.resize(static_cast<std::size_t>(tokens_ * q_heads * hd));
   const KvPlaneView kp = cache.k(layer), vp = cache.v(layer);
@@ -140,11 +167,13 @@ void Transformer::mlp_block(const LayerWeights& l, const float* normed, float* o
     up_.resize(static_cast<std::size_t>(tokens_ * 2 * f));
     matmul(normed, l.w_up, up_.data());
     act_.resize(static_cast<std::size_t>(tokens_ * f));
-    silu_mul(up_.data(), tokens_, f, act_.data());
+    over_rows(pool_, tokens_, [&](std::int64_t r0, std::int64_t r1) {
+      silu_mul(up_.data() + r0 * 2 * f, r1 - r0, f, act_.data() + r0 * f);
+    });
   } else {
     act_.resize(static_cast<std::size_t>(tokens_ * f));
     matmul(normed, l.w_up, act_.data());
-    gelu(act_.data(), tokens_ * f);
+    over_rows(pool_, tokens_, [&](std::int64_t r0, std::int64_t r1) { gelu(act_.data() + r0 * f, (r1 - r0) * f); });
   }
   matmul(act_.data(), l.w_down, out);
 }

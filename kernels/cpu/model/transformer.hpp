@@ -46,6 +46,7 @@ class Transformer {
                        const float* normed, float* out);
   void mlp_block(const LayerWeights& l, const float* normed, float* out);
   void norm(const std::vector<float>& w, const std::vector<float>& b, const float* x, float* out);
+  void add_rows(float* y, const float* x);  // y[tokens_, hidden] += x
   void reduce(float* data, std::int64_t n);
   void matmul(const float* x, const WeightMatrix& w, float* y);  // [tokens_, k] . w^T -> [tokens_, w.rows]
 
