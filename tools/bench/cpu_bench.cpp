@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <chrono>
 #include <stdexcept>
@@ -219,50 +220,72 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
   CpuBenchResult r;
   r.model = shard::resolve_model_path(o.config);
   r.threads = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  say("read bandwidth: " + std::to_string(r.threads) + " thread(s) over 1 GiB");
-  r.read_bytes_per_s = measure_read_bandwidth(r.threads, std::size_t{1} << 30, o.repeats);
-  say("  " + std::to_string(r.read_bytes_per_s / 1e9) + " GB/s");
   scheduler::RequestId next_id = 1;
   const auto kv_dtypes = o.kv_dtypes.empty() ? std::vector{o.config.cache.dtype} : o.kv_dtypes;
+  // Every path's model is loaded first, and each concurrency is measured on the paths one after
+  // the other, so that a ratio between paths compares runs minutes apart at most: the machines
+  // are shared, and their speed drifts by more than the differences measured over a longer span.
+  struct Loaded {
+    std::string name;
+    config::Config cfg;
+    std::unique_ptr<serving::ServedModel> model;
+    std::vector<std::vector<model::Token>> prompts;
+  };
+  std::vector<Loaded> loaded;
   for (const config::CpuWeights weights : o.weights)
     for (const config::CacheDtype kv_dtype : kv_dtypes) {
+      Loaded l;
+      l.name = std::string(config::to_string(weights)) + " weights, " + std::string(config::to_string(kv_dtype)) + " KV";
+      // Prefix caching off: the chat prompts share their system message, and the ratio should
+      // measure batching alone against a loop that cannot reuse anything.
+      l.cfg = o.config;
+      l.cfg.cache.prefix_caching = false;
+      l.cfg.model.weights = weights;
+      l.cfg.cache.dtype = kv_dtype;
+      l.model = std::make_unique<serving::ServedModel>(sys, l.cfg);
+      l.prompts = make_prompts(*l.model, o.requests);
       CpuBenchPath path;
       path.weights = weights;
       path.kv_dtype = kv_dtype;
-      const std::string name =
-          std::string(config::to_string(weights)) + " weights, " + std::string(config::to_string(kv_dtype)) + " KV";
-      // Prefix caching off: the chat prompts share their system message, and the ratio should
-      // measure batching alone against a loop that cannot reuse anything.
-      auto cfg = o.config;
-      cfg.cache.prefix_caching = false;
-      cfg.model.weights = weights;
-      cfg.cache.dtype = kv_dtype;
-      std::vector<std::vector<model::Token>> prompts;
-      {
-        serving::ServedModel m(sys, cfg);
-        path.kv_blocks = m.kv_blocks();
-        prompts = make_prompts(m, o.requests);
-        r.prompt_tokens = 0;
-        for (const auto& p : prompts) r.prompt_tokens += p.size();
-        for (std::uint32_t c : o.concurrency) {
-          const std::uint32_t n = std::max(o.requests, c);
-          say(name + ": engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(n) +
-              " requests of " + std::to_string(o.max_tokens) + " tokens");
-          path.engine.push_back(run_engine(sys, m, prompts, n, c, o.max_tokens, next_id));
-          say("  " + std::to_string(path.engine.back().tokens_per_s) + " tokens/s");
-        }
-      }
-      if (o.sequential_baseline) {
-        say(name + ": one at a time without the engine (plain generate loop), then a " +
-            std::to_string(o.prefill_tokens) + "-token prefill");
-        run_sequential(o, r.model, cfg, prompts, path);
-        say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
-            std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
-            std::to_string(path.prefill_tokens_per_s) + " tokens/s, one layer's decode attention over " +
-            std::to_string(decode_attention_positions) + " positions " + std::to_string(path.decode_attention_s * 1e6) + " us");
-      }
+      path.kv_blocks = l.model->kv_blocks();
       r.paths.push_back(std::move(path));
+      loaded.push_back(std::move(l));
     }
+  r.prompt_tokens = 0;
+  for (const auto& p : loaded.front().prompts) r.prompt_tokens += p.size();
+  for (std::uint32_t c : o.concurrency)
+    for (std::size_t i = 0; i < loaded.size(); ++i) {
+      Loaded& l = loaded[i];
+      const std::uint32_t n = std::max(o.requests, c);
+      say(l.name + ": engine, " + std::to_string(c) + " concurrent request(s), " + std::to_string(n) +
+          " requests of " + std::to_string(o.max_tokens) + " tokens");
+      r.paths[i].engine.push_back(run_engine(sys, *l.model, l.prompts, n, c, o.max_tokens, next_id));
+      say("  " + std::to_string(r.paths[i].engine.back().tokens_per_s) + " tokens/s");
+    }
+  std::vector<std::vector<std::vector<model::Token>>> prompts;
+  for (Loaded& l : loaded) prompts.push_back(std::move(l.prompts));
+  loaded.clear();  // the engines' memory back before the plain loops load their own weights
+  // Just before the plain loops, whose decode steps bandwidth_fraction_1 sets against it.
+  say("read bandwidth: " + std::to_string(r.threads) + " thread(s) over 1 GiB");
+  r.read_bytes_per_s = measure_read_bandwidth(r.threads, std::size_t{1} << 30, o.repeats);
+  say("  " + std::to_string(r.read_bytes_per_s / 1e9) + " GB/s");
+  if (!o.sequential_baseline) return r;
+  for (std::size_t i = 0; i < r.paths.size(); ++i) {
+    CpuBenchPath& path = r.paths[i];
+    auto cfg = o.config;
+    cfg.cache.prefix_caching = false;
+    cfg.model.weights = path.weights;
+    cfg.cache.dtype = path.kv_dtype;
+    const std::string name =
+        std::string(config::to_string(path.weights)) + " weights, " + std::string(config::to_string(path.kv_dtype)) + " KV";
+    say(name + ": one at a time without the engine (plain generate loop), then a " +
+        std::to_string(o.prefill_tokens) + "-token prefill");
+    run_sequential(o, r.model, cfg, prompts[i], path);
+    say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
+        std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
+        std::to_string(path.prefill_tokens_per_s) + " tokens/s, one layer's decode attention over " +
+        std::to_string(decode_attention_positions) + " positions " + std::to_string(path.decode_attention_s * 1e6) + " us");
+  }
   return r;
 }
 

@@ -9,8 +9,10 @@
 // (cache.dtype "f16", "f32"), is measured in the same run, side by side, with: the KV blocks
 // the cache holds, the bytes of weights one decode step reads, the decode steps' rate of the plain
 // loop alone, one prefill of `prefill_tokens` tokens, one layer's decode attention over 1,024
-// cached positions, and the machine's read bandwidth measured
-// on the same threads (a buffer much larger than the last-level cache).
+// cached positions, and the machine's read bandwidth measured on the same threads (a buffer much
+// larger than the last-level cache) just before the plain loops. The paths' engines are loaded
+// together and each concurrency is measured on them one after the other, so that the ratios
+// between paths compare runs close in time on a shared machine.
 
 #include "actors/config/config.hpp"
 
