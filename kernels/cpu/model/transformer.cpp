@@ -3,6 +3,8 @@
 #include "kernels/cpu/model/ops.hpp"
 
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -15,6 +17,8 @@ namespace {
 // Rows from which the row-wise operators (norms, rotary, activations, residual adds) go to the
 // pool: below, a dispatch costs more than the work (one decode row is 576 values).
 constexpr std::int64_t pool_rows_min = 16;
+// Sequences of at most this many query rows attend one per thread when there are many of them.
+constexpr std::size_t few_rows_max = 4;
 
 // fn(begin, end) over [0, rows): on the pool for enough rows, each range whole rows (a row's
 // arithmetic is its own, so the bits do not depend on the split).
@@ -147,16 +151,48 @@ void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq
   attn_.resize(static_cast<std::size_t>(tokens_ * q_heads * hd));
   const KvPlaneView kp = cache.k(layer), vp = cache.v(layer);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Every sequence's K and V first (write_kv checks each table covers its positions, as the
+  // attention's own check does), then the attention.
+  seq_rows_.resize(seqs.size());
   std::int64_t row = 0;
-  for (const auto& q : seqs) {
+  for (std::size_t i = 0; i < seqs.size(); ++i) {
+    const auto& q = seqs[i];
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     const float* base = qkv_.data() + row * qkv_width;
     write_kv(kp, vp, q.block_table, q.first_position, n, base + q_heads * hd,
              base + (q_heads + kv_heads) * hd, qkv_width);
-    paged_attention(kp, vp, q.block_table, q.first_position, n, base, qkv_width,
-                    static_cast<std::int32_t>(q_heads), scale, attn_.data() + row * q_heads * hd, &pool_);
+    seq_rows_[i] = row;
     row += n;
   }
+  const auto attend = [&](std::size_t i, ThreadPool* pool) {
+    const auto& q = seqs[i];
+    paged_attention(kp, vp, q.block_table, q.first_position, static_cast<std::uint32_t>(q.tokens.size()),
+                    qkv_.data() + seq_rows_[i] * qkv_width, qkv_width, static_cast<std::int32_t>(q_heads), scale,
+                    attn_.data() + seq_rows_[i] * q_heads * hd, pool);
+  };
+  // Decode rows (few query rows each) of many sequences: one sequence per range of the pool,
+  // each attending on one thread, instead of two pool dispatches per sequence for a handful of
+  // split-K items (64 sequences made 3,840 dispatches per decode step). Longer ones spread their
+  // items over the pool. A row's bits are the same either way (paged_attention.hpp).
+  few_.clear();
+  for (std::size_t i = 0; i < seqs.size(); ++i)
+    if (seqs[i].tokens.size() <= few_rows_max) few_.push_back(i);
+  const bool batch_few = static_cast<std::int64_t>(few_.size()) >= 2 * pool_.size();
+  if (batch_few) {
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    pool_.parallel_for(static_cast<std::int64_t>(few_.size()), 1, [&](std::int64_t b, std::int64_t e) {
+      try {
+        for (std::int64_t k = b; k < e; ++k) attend(few_[static_cast<std::size_t>(k)], nullptr);
+      } catch (...) {  // workers must not throw: the first failure is rethrown below
+        std::lock_guard lock(failure_mutex);
+        if (!failure) failure = std::current_exception();
+      }
+    }, 16);
+    if (failure) std::rethrow_exception(failure);
+  }
+  for (std::size_t i = 0; i < seqs.size(); ++i)
+    if (!batch_few || seqs[i].tokens.size() > few_rows_max) attend(i, &pool_);
   matmul(attn_.data(), l.wo, out);
 }
 

@@ -56,6 +56,8 @@ class Transformer {
   MatmulScratch matmul_scratch_;
   std::int64_t tokens_ = 0;  // rows of the current batch
   std::vector<std::int32_t> positions_;
+  std::vector<std::int64_t> seq_rows_;  // [seqs]: first token row of each sequence
+  std::vector<std::size_t> few_;        // sequences of few query rows (attention_block)
   // Activations, [tokens_, ...]
   std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
   std::vector<float> last_;  // [logit rows, hidden]: the rows whose logits are computed

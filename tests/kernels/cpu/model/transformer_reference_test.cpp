@@ -192,6 +192,41 @@ BOOST_DATA_TEST_CASE(chunked_prefill_equals_one_shot_prefill,
   }
 }
 
+// Many decode rows in one step attend one sequence per thread (transformer.cpp), a longer chunk
+// beside them over the pool's split-K items; Q4_1 weights as stored compute each row on its own,
+// so every sequence's logits are the bits it gets in a step alone.
+BOOST_DATA_TEST_CASE(a_step_of_many_sequences_gives_each_the_logits_it_gets_alone,
+                     boost::unit_test::data::make(kv_dtypes), kv) {
+  auto m = actorlm::testing::load_model("llama-q4_1.gguf");
+  Transformer t(m.weights, {}, 2);
+  KvCache batched(m.spec, m.weights.heads, block_size, num_blocks, 0, kv), alone(m.spec, m.weights.heads, block_size, num_blocks, 0, kv);
+  constexpr std::size_t seqs = 7;  // 6 decode rows (>= 2 x the pool's 2 threads) and one 3-token chunk
+  std::vector<std::vector<std::uint32_t>> tables(seqs);
+  std::vector<std::vector<std::int32_t>> prompts(seqs), next(seqs);
+  std::vector<float> logits;
+  for (std::size_t i = 0; i < seqs; ++i) {
+    for (std::uint32_t b = 0; b < 8; ++b) tables[i].push_back(static_cast<std::uint32_t>(i * 8 + b));
+    for (std::size_t j = 0; j < 5 + 2 * i; ++j) prompts[i].push_back(static_cast<std::int32_t>((j * 31 + i * 7) % 200 + 1));
+    next[i] = i + 1 < seqs ? std::vector<std::int32_t>{static_cast<std::int32_t>(i + 3)} : std::vector<std::int32_t>{5, 6, 7};
+    for (KvCache* c : {&batched, &alone}) {
+      ForwardSeq s{prompts[i], 0, tables[i], false, false};
+      t.forward({&s, 1}, *c, false, logits);
+    }
+  }
+  std::vector<ForwardSeq> step;
+  for (std::size_t i = 0; i < seqs; ++i)
+    step.push_back({next[i], static_cast<std::uint32_t>(prompts[i].size()), tables[i], true, false});
+  std::vector<float> together;
+  t.forward(step, batched, true, together);
+  const auto vocab = static_cast<std::size_t>(m.spec.vocab);
+  BOOST_TEST(together.size() == seqs * vocab);
+  for (std::size_t i = 0; i < seqs; ++i) {
+    t.forward({&step[i], 1}, alone, true, logits);
+    BOOST_TEST(std::equal(logits.begin(), logits.end(), together.begin() + static_cast<std::ptrdiff_t>(i * vocab)),
+               "sequence " << i);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(parameter_counts_follow_the_architecture) {
   for (const char* name : {"llama", "llama-tied", "falcon-7b-style", "falcon-40b-style"}) {
     auto m = actorlm::testing::load_model(name);
