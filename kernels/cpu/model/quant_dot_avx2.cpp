@@ -8,7 +8,7 @@
 #include "kernels/cpu/model/row_groups.hpp"
 #include "model/format/dequantize.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)  // GCC, or clang (which defines __GNUC__ too)
 
 #include <immintrin.h>
 
@@ -18,8 +18,12 @@
 
 // After the includes, so that the headers' inline functions (merged across files by the linker)
 // stay compiled for the baseline CPU.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace actorlm::kernels::cpu {
 
@@ -265,7 +269,11 @@ const DotKernels* avx2_kernels_if_built() {
 
 }  // namespace actorlm::kernels::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else
 

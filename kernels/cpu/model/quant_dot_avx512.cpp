@@ -13,7 +13,7 @@
 
 #include "kernels/cpu/model/row_groups.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__)  // GCC, or clang (which defines __GNUC__ too)
 
 #include <immintrin.h>
 
@@ -22,11 +22,15 @@
 
 // After the includes, so that the headers' inline functions (merged across files by the linker)
 // stay compiled for the baseline CPU.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")
 // GCC 12 warns of the _mm512_undefined_ps() that its own _mm512_cvtph_ps / _mm512_cvtepi32_ps
 // pass as the unused merge source.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace actorlm::kernels::cpu {
 
@@ -145,7 +149,11 @@ const DotKernels* avx512_kernels_if_built() {
 
 }  // namespace actorlm::kernels::cpu
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else
 
