@@ -13,9 +13,13 @@ namespace actorlm::kernels::cpu {
 
 namespace {
 
-// Pause-loop iterations before sleeping: a few microseconds (a pause is 10-140 cycles depending
-// on the core), about the gap between two GEMMs of one decode step.
-constexpr int spin_iterations = 2000;
+// Pause-loop iterations before sleeping: a few hundred microseconds (a pause is 10-140 cycles
+// depending on the core), longer than the gap between two engine steps (the actor hops), so a
+// worker rarely sleeps between steps: on a shared VM an idle vCPU halts, and waking it can take
+// far longer than the spin. bench cpu --concurrency 1 --requests 16, stored weights, seven pairs
+// of alternating binaries: 2,000 iterations 74-193 tokens/s (median 143), 20,000 138-200
+// (median 175), the low figures gone. Within a decode step (no gaps) the two were level.
+constexpr int spin_iterations = 20000;
 
 template <class Ready>
 bool spin_until(Ready ready) {

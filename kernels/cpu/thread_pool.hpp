@@ -12,8 +12,8 @@
 // - The ranges depend only on n, grain, chunks and size() (which thread runs one does not matter): a
 //   kernel whose per-element arithmetic does not depend on its range gives the same bits
 //   whatever the pool's size or the scheduling.
-// - Waiting workers spin for a few microseconds (a pause loop, no sched_yield), then sleep on a
-//   condition variable; an idle pool costs no cpu.
+// - Waiting workers spin for a few hundred microseconds (a pause loop, no sched_yield), then
+//   sleep on a condition variable; an idle pool costs no cpu.
 // - One caller at a time (a shard's forward); `fn` must not throw (it runs on worker threads).
 
 #include <atomic>
