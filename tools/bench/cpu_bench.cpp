@@ -262,25 +262,18 @@ CpuBenchResult run_cpu_bench(const CpuBenchOptions& o) {
       r.paths[i].engine.push_back(run_engine(sys, *l.model, l.prompts, n, c, o.max_tokens, next_id));
       say("  " + std::to_string(r.paths[i].engine.back().tokens_per_s) + " tokens/s");
     }
-  std::vector<std::vector<std::vector<model::Token>>> prompts;
-  for (Loaded& l : loaded) prompts.push_back(std::move(l.prompts));
-  loaded.clear();  // the engines' memory back before the plain loops load their own weights
+  for (Loaded& l : loaded) l.model.reset();  // the engines' memory back before the plain loops load their own
   // Just before the plain loops, whose decode steps bandwidth_fraction_1 sets against it.
   say("read bandwidth: " + std::to_string(r.threads) + " thread(s) over 1 GiB");
   r.read_bytes_per_s = measure_read_bandwidth(r.threads, std::size_t{1} << 30, o.repeats);
   say("  " + std::to_string(r.read_bytes_per_s / 1e9) + " GB/s");
   if (!o.sequential_baseline) return r;
   for (std::size_t i = 0; i < r.paths.size(); ++i) {
+    const Loaded& l = loaded[i];
     CpuBenchPath& path = r.paths[i];
-    auto cfg = o.config;
-    cfg.cache.prefix_caching = false;
-    cfg.model.weights = path.weights;
-    cfg.cache.dtype = path.kv_dtype;
-    const std::string name =
-        std::string(config::to_string(path.weights)) + " weights, " + std::string(config::to_string(path.kv_dtype)) + " KV";
-    say(name + ": one at a time without the engine (plain generate loop), then a " +
+    say(l.name + ": one at a time without the engine (plain generate loop), then a " +
         std::to_string(o.prefill_tokens) + "-token prefill");
-    run_sequential(o, r.model, cfg, prompts[i], path);
+    run_sequential(o, r.model, l.cfg, l.prompts, path);
     say("  " + std::to_string(path.sequential_tokens_per_s) + " tokens/s, decode steps " +
         std::to_string(path.decode_tokens_per_s) + " tokens/s, prefill " +
         std::to_string(path.prefill_tokens_per_s) + " tokens/s, one layer's decode attention over " +

@@ -1,7 +1,6 @@
 #include "kernels/cpu/model/matmul.hpp"
 
 #include "kernels/cpu/model/row_groups.hpp"
-#include "model/format/dequantize.hpp"
 
 #include <cblas.h>
 

@@ -24,6 +24,7 @@
 // alone or in any batch, in one chunk or many. For F16 / BF16 the scalar and AVX2 paths differ in
 // the order of the float additions (tests/kernels/cpu/model/quant_dot_test.cpp bounds it).
 
+#include "kernels/cpu/model/row_groups.hpp"
 #include "kernels/cpu/model/weight_matrix.hpp"
 
 #include <cstddef>
@@ -85,6 +86,21 @@ inline std::size_t tiled_blocks(std::int64_t m, std::int64_t k) {
 inline std::int64_t rows_per_pass(std::int64_t k) {
   const std::int64_t rows = (std::int64_t{1} << 18) / (k / act_block * static_cast<std::int64_t>(sizeof(Q16Block)));
   return rows < act_tile ? act_tile : rows / act_tile * act_tile;
+}
+
+// The integer kernels' loop order: activation rows in passes of rows_per_pass, each pass over
+// the weight groups of 16 rows covering [row_begin, row_end), each group against the pass's
+// rows in tiles of `tile` (a divisor of act_tile) while its blocks are in L1:
+// fn(group, first activation row, rows in the tile), the tile's blocks at
+// xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile.
+template <class Fn>
+void for_each_group_tile(const DotParams& p, std::int64_t tile, Fn&& fn) {
+  const std::int64_t pass = rows_per_pass(p.w->cols);
+  for (std::int64_t m0 = 0; m0 < p.m; m0 += pass) {
+    const std::int64_t m1 = p.m < m0 + pass ? p.m : m0 + pass;
+    for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
+      for (std::int64_t i0 = m0; i0 < m1; i0 += tile) fn(g, i0, m1 - i0 < tile ? m1 - i0 : tile);
+  }
 }
 // Rows [begin, end) of x[m, k] quantized into their places in xq[tiled_blocks(m, k)].
 void quantize_rows(const DotKernels& kernels, const float* x, std::int64_t k, std::int64_t begin,

@@ -77,9 +77,9 @@ void quantize(const float* x, std::int64_t k, Q16Block* out_blocks, std::int64_t
 
 // One half (8 rows) of a group's block: code unit u widened to int16 lanes, two per row.
 template <DType T>
-struct Half;
+struct GroupHalf;
 template <>
-struct Half<DType::q8_0> {
+struct GroupHalf<DType::q8_0> {
   static constexpr int units = 16;
   static void load(const std::byte* unit, __m256i* w) {
     w[0] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(unit)));
@@ -100,9 +100,9 @@ struct Nibbles {
   }
 };
 template <>
-struct Half<DType::q4_0> : Nibbles<DType::q4_0> {};
+struct GroupHalf<DType::q4_0> : Nibbles<DType::q4_0> {};
 template <>
-struct Half<DType::q4_1> : Nibbles<DType::q4_1> {};
+struct GroupHalf<DType::q4_1> : Nibbles<DType::q4_1> {};
 
 // A broadcast pair of activations: values v, v + 1 of a block.
 __m256i pair(const Q16Block& x, int v) {
@@ -114,8 +114,8 @@ __m256i pair(const Q16Block& x, int v) {
 // Rows 16g + 8h .. + 8 (half h of group g) against activation rows x[0 .. R) of a tile: one
 // register of 8 row sums per activation row.
 template <DType T, int R>
-void half_tile(const DotParams& p, std::int64_t g, int h, const Q16Block* x, float* y) {
-  using H = Half<T>;
+void group_half_tile(const DotParams& p, std::int64_t g, int h, const Q16Block* x, float* y) {
+  using H = GroupHalf<T>;
   const std::int64_t nb = p.w->cols / act_block;
   const std::size_t gb = group_block_bytes(T);
   const std::byte* blk = p.w->data.data() + static_cast<std::size_t>(g * nb) * gb;
@@ -155,26 +155,22 @@ void half_tile(const DotParams& p, std::int64_t g, int h, const Q16Block* x, flo
   for (int i = 0; i < R; ++i) _mm256_maskstore_ps(y + i * p.ldy + r0, mask, acc[i]);
 }
 
-// Groups covering rows [row_begin, row_end), each against every activation tile of a pass
-// (rows_per_pass) while its blocks are in L1.
+// Tiles of 4 activation rows, each against both halves of a group.
 template <DType T>
 void dot_integer(const DotParams& p) {
-  const std::int64_t nb = p.w->cols / act_block, pass = rows_per_pass(p.w->cols);
-  for (std::int64_t m0 = 0; m0 < p.m; m0 += pass) {
-    const std::int64_t m1 = std::min(p.m, m0 + pass);
-    for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
-      for (int h = 0; h < 2 && g * row_group + 8 * h < p.w->rows; ++h)
-        for (std::int64_t i0 = m0; i0 < m1; i0 += 4) {
-          const Q16Block* x = p.xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile;
-          float* y = p.y + i0 * p.ldy;
-          switch (std::min<std::int64_t>(4, m1 - i0)) {
-            case 4: half_tile<T, 4>(p, g, h, x, y); break;
-            case 3: half_tile<T, 3>(p, g, h, x, y); break;
-            case 2: half_tile<T, 2>(p, g, h, x, y); break;
-            default: half_tile<T, 1>(p, g, h, x, y); break;
-          }
-        }
-  }
+  const std::int64_t nb = p.w->cols / act_block;
+  for_each_group_tile(p, 4, [&](std::int64_t g, std::int64_t i0, std::int64_t rows) {
+    const Q16Block* x = p.xq + (i0 / act_tile) * nb * act_tile + i0 % act_tile;
+    float* y = p.y + i0 * p.ldy;
+    for (int h = 0; h < 2 && g * row_group + 8 * h < p.w->rows; ++h) {
+      switch (rows) {
+        case 4: group_half_tile<T, 4>(p, g, h, x, y); break;
+        case 3: group_half_tile<T, 3>(p, g, h, x, y); break;
+        case 2: group_half_tile<T, 2>(p, g, h, x, y); break;
+        default: group_half_tile<T, 1>(p, g, h, x, y); break;
+      }
+    }
+  });
 }
 
 __m256 widen_f16(const std::byte* w) {

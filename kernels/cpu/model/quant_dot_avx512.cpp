@@ -105,29 +105,23 @@ void tile(const DotParams& p, std::int64_t g, const Q16Block* x, float* y) {
   for (int i = 0; i < R; ++i) _mm512_mask_storeu_ps(y + i * p.ldy + r0, mask, acc[i]);
 }
 
-// Groups covering rows [row_begin, row_end), each against every activation tile of a pass
-// (rows_per_pass) while its blocks are in L1.
 template <DType T>
 void dot_integer(const DotParams& p) {
-  const std::int64_t nb = p.w->cols / act_block, pass = rows_per_pass(p.w->cols);
-  for (std::int64_t m0 = 0; m0 < p.m; m0 += pass) {
-    const std::int64_t m1 = std::min(p.m, m0 + pass);
-    for (std::int64_t g = p.row_begin / row_group; g * row_group < p.row_end; ++g)
-      for (std::int64_t i0 = m0; i0 < m1; i0 += act_tile) {
-        const Q16Block* x = p.xq + i0 * nb;
-        float* y = p.y + i0 * p.ldy;
-        switch (std::min<std::int64_t>(act_tile, m1 - i0)) {
-          case 8: tile<T, 8, 1>(p, g, x, y); break;
-          case 7: tile<T, 7, 1>(p, g, x, y); break;
-          case 6: tile<T, 6, 1>(p, g, x, y); break;
-          case 5: tile<T, 5, 1>(p, g, x, y); break;
-          case 4: tile<T, 4, 1>(p, g, x, y); break;
-          case 3: tile<T, 3, 2>(p, g, x, y); break;
-          case 2: tile<T, 2, 2>(p, g, x, y); break;
-          default: tile<T, 1, 4>(p, g, x, y); break;
-        }
-      }
-  }
+  const std::int64_t nb = p.w->cols / act_block;
+  for_each_group_tile(p, act_tile, [&](std::int64_t g, std::int64_t i0, std::int64_t rows) {
+    const Q16Block* x = p.xq + i0 * nb;  // i0 is a whole tile
+    float* y = p.y + i0 * p.ldy;
+    switch (rows) {
+      case 8: tile<T, 8, 1>(p, g, x, y); break;
+      case 7: tile<T, 7, 1>(p, g, x, y); break;
+      case 6: tile<T, 6, 1>(p, g, x, y); break;
+      case 5: tile<T, 5, 1>(p, g, x, y); break;
+      case 4: tile<T, 4, 1>(p, g, x, y); break;
+      case 3: tile<T, 3, 2>(p, g, x, y); break;
+      case 2: tile<T, 2, 2>(p, g, x, y); break;
+      default: tile<T, 1, 4>(p, g, x, y); break;
+    }
+  });
 }
 
 }  // namespace
