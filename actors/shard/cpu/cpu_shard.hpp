@@ -40,8 +40,15 @@ class CpuShard {
   kernels::cpu::Transformer transformer_;
   SequenceState seqs_;  // what this rank holds of each sequence, from the incremental steps
   std::vector<kernels::cpu::ForwardSeq> batch_;
+  // Rank 0: the step's next tokens from logits_, in step order (rows on the forward's pool).
+  void sample_rows(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
+                   std::vector<SampledToken>& out);
+  struct RowJob {
+    std::size_t seq;    // index into step.seqs
+    std::size_t first;  // its first entry in the result's tokens
+  };
   std::vector<float> logits_;  // [rows, vocab]
-  std::vector<float> processed_;  // [vocab]: one row changed by its sampling parameters
+  std::vector<RowJob> rows_;   // [rows of logits_]
 };
 
 }  // namespace actorlm::shard

@@ -40,6 +40,8 @@ class Transformer {
                std::vector<float>& logits);
 
   const ModelWeights& weights() const { return w_; }
+  // The forward's threads, for work on its results (sampling the logits' rows).
+  ThreadPool& pool() { return pool_; }
 
  private:
   void attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs, KvCache& cache,

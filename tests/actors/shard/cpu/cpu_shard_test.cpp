@@ -261,3 +261,60 @@ BOOST_FIXTURE_TEST_CASE(min_tokens_masks_its_stop_ids_until_that_many_tokens_are
   BOOST_TEST(std::isinf(logprob_of(first)));
   BOOST_TEST(std::isfinite(logprob_of(second)));
 }
+
+// Rank 0 samples a step's rows on the forward's threads: each row's draw, log-probabilities and
+// top list are those it gets in a step of its own on a one-thread shard, whatever its sampling
+// parameters; a row that cannot be sampled refuses the step (the actor's error reply).
+BOOST_FIXTURE_TEST_CASE(rows_sampled_on_the_pool_equal_each_row_sampled_alone, Fixture) {
+  std::vector<shard::SamplingParams> kinds;
+  for (int k = 0; k < 7; ++k) {
+    shard::SamplingParams p{k % 2 == 0 ? 0.0f : 0.9f};
+    p.seed = 1000 + static_cast<std::uint64_t>(k);
+    p.logprobs = k % 3 == 0;
+    p.top_logprobs = p.logprobs ? 3 : 0;
+    if (k == 2) p.repetition_penalty = 1.3f;
+    if (k == 3) p.logit_bias = {{7, 5.0f}, {11, -100.0f}};
+    if (k == 5) p.top_k = 20;
+    if (k == 6) p.frequency_penalty = 0.5f;
+    kinds.push_back(p);
+  }
+  const std::vector<std::vector<kv::TokenId>> prompts = {
+      {5, 9, 200, 17}, {3, 88}, {7, 7, 7, 11, 7}, {1}, {42, 43, 44}, {250, 3, 9}, {17, 17, 5, 6}};
+  const auto table = [](std::size_t i) { return std::vector<kv::BlockId>{static_cast<kv::BlockId>(2 * i), static_cast<kv::BlockId>(2 * i + 1)}; };
+
+  shard::CpuShard pooled(weights, {4, 32, 8, 2});
+  shard::Step step = step_of(1);
+  for (std::size_t i = 0; i < prompts.size(); ++i) prefill(step, i + 1, prompts[i], table(i), kinds[i]);
+  step.seqs.back().num_samples = 2;  // two samples from one row
+  const auto together = pooled.execute(step);
+  BOOST_REQUIRE_EQUAL(together.tokens.size(), prompts.size() + 1);
+
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    auto alone = shard::CpuShard(weights, {4, 32, 8, 1});
+    shard::Step one = step_of(1);
+    prefill(one, i + 1, prompts[i], table(i), kinds[i]);
+    one.seqs.back().num_samples = step.seqs[i].num_samples;
+    const auto r = alone.execute(one);
+    for (const auto& t : r.tokens) {
+      const auto& u = together.tokens.at(at++);
+      BOOST_TEST(u.seq == t.seq);
+      BOOST_TEST(u.token == t.token);
+      BOOST_TEST(u.logprob == t.logprob);
+      BOOST_REQUIRE_EQUAL(u.top.size(), t.top.size());
+      for (std::size_t j = 0; j < t.top.size(); ++j) {
+        BOOST_TEST(u.top[j].token == t.top[j].token);
+        BOOST_TEST(u.top[j].logprob == t.top[j].logprob);
+      }
+    }
+  }
+  BOOST_TEST(at == together.tokens.size());
+
+  shard::CpuShard refused(weights, {4, 32, 8, 2});
+  shard::Step bad = step_of(1);
+  for (std::size_t i = 0; i < prompts.size(); ++i) prefill(bad, i + 1, prompts[i], table(i), kinds[i]);
+  bad.added[4].sampling.top_p = 0.0f;  // outside (0, 1]
+  BOOST_CHECK_EXCEPTION(refused.execute(bad), std::invalid_argument, [](const std::invalid_argument& e) {
+    return std::string(e.what()).find("top_p") != std::string::npos;
+  });
+}
