@@ -98,6 +98,9 @@ const auto exp_shifted = exp_shifted_portable;
 
 namespace {
 
+// Query rows of one sequence per attention work item (a prefill's rows share the blocks).
+constexpr std::uint32_t tile_rows = 4;
+
 // Partials held at once by one call (4 MiB of floats), whatever its rows and context.
 constexpr std::int64_t max_partial_floats = std::int64_t{1} << 20;
 
@@ -124,20 +127,19 @@ struct HalfRows {
   }
 };
 
-// each(rows, x, j) for the j-th of `heads` query heads over one block's rows x of their KV head:
-// on the rows as stored for a single head; f16 rows shared by several heads are widened once
-// into `wide` (exact, so the bits are the same) and the float loops run on them.
-template <class Rows, class E, class Each>
-void for_group(const Rows& r, const E* x, std::int32_t rows, std::int32_t hd, std::int32_t heads, float* wide, Each each) {
+// fn(rr, xb) once for one block's rows x of a KV head read by `heads` query heads: on the rows
+// as stored for a single head; f16 rows shared by several heads are widened once into `wide`
+// (exact, so the bits are the same) and fn runs the float loops on them.
+template <class Rows, class E, class Fn>
+void with_rows(const Rows& r, const E* x, std::int32_t rows, std::int32_t hd, std::int32_t heads, float* wide, Fn fn) {
   if constexpr (std::is_same_v<E, std::uint16_t>) {
     if (heads > 1) {
       r.k.to_float(x, wide, std::size_t(rows) * hd);
-      const FloatRows f;
-      for (std::int32_t j = 0; j < heads; ++j) each(f, static_cast<const float*>(wide), j);
+      fn(FloatRows{}, static_cast<const float*>(wide));
       return;
     }
   }
-  for (std::int32_t j = 0; j < heads; ++j) each(r, x, j);
+  fn(r, x);
 }
 
 // The query heads [begin, end) that read KV head g (j * kv_heads / q_heads == g).
@@ -152,10 +154,10 @@ HeadGroup head_group(std::int32_t g, std::int32_t q_heads, std::int32_t kv_heads
 }
 
 // Split-K attention (flash-decoding): the visible positions of a query row are cut into chunks
-// of attention_chunk_positions (whole blocks), and one work item is (KV head, chunk, query row):
-// the scores of every query head of the KV head's group over the chunk, read block by block so
-// that a block of K (then of V) comes from memory once for the whole group and from L1 for the
-// others, then the chunk's softmax numerators (with its own maximum) and their weighted sum of
+// of attention_chunk_positions (whole blocks), and one work item is (KV head, chunk, up to
+// tile_rows query rows): the scores of every query head of the KV head's group over the chunk,
+// read block by block so that a block of K (then of V) comes from memory (and an f16 block is
+// widened) once for the whole group and all the item's rows, then the chunk's softmax numerators (with its own maximum) and their weighted sum of
 // values. A second pass merges a row's chunks: out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c.
 // The chunks are fixed positions, so the arithmetic of a row does not depend on n, first, the
 // pool or its scheduling.
@@ -194,39 +196,57 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
   const auto head_rows = [&](std::uint32_t pos, std::int32_t g) {
     return std::size_t(table[pos / bs]) * kp.block_elements() + std::size_t(g) * bs * std::size_t(hd);
   };
+  // One work item: (KV head, chunk, up to tile_rows query rows of the tile), so that a block of
+  // K or V is widened once for all of them; each row's arithmetic is what it is alone.
+  std::uint32_t tiles = 0;
   const auto chunk_items = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> scores, wide;
-    scores.resize(std::size_t(group_max) * chunk);
+    scores.resize(std::size_t(tile_rows) * group_max * chunk);
     wide.resize(std::size_t(bs) * hd);
     for (std::int64_t item = begin; item < end; ++item) {
-      const auto t = t0 + static_cast<std::uint32_t>(item % rows_now);
-      const auto c = static_cast<std::uint32_t>(item / rows_now % chunks);
-      const auto g = static_cast<std::int32_t>(item / rows_now / chunks);
-      const std::uint32_t visible = first + t + 1;  // causal: positions [0, first + t]
+      const auto tile = static_cast<std::uint32_t>(item % tiles);
+      const auto c = static_cast<std::uint32_t>(item / tiles % chunks);
+      const auto g = static_cast<std::int32_t>(item / tiles / chunks);
+      const std::uint32_t tt0 = tile * tile_rows, tt1 = std::min(rows_now, tt0 + tile_rows);
       const std::uint32_t p0 = c * chunk;
-      if (p0 >= visible) continue;
-      const std::uint32_t p1 = std::min(visible, p0 + chunk);
+      // Causal: row t sees positions [0, first + t]; p1(t) ends its part of the chunk.
+      const auto p1 = [&](std::uint32_t tt) { return std::min(first + t0 + tt + 1, p0 + chunk); };
+      if (p0 >= first + t0 + tt1) continue;  // no row of the tile sees the chunk
+      const std::uint32_t tt_begin = p0 >= first + t0 + 1 ? p0 - first - t0 : 0;  // the first row that does
+      const std::uint32_t p_end = p1(tt1 - 1);
       const HeadGroup hg = head_group(g, q_heads, kv_heads);
-      const float* qrow = q + std::int64_t(t) * row_stride;
-      for (std::uint32_t pos = p0; pos < p1; pos += bs) {
-        const auto rows = static_cast<std::int32_t>(std::min(bs, p1 - pos));
-        for_group(r, k_data + head_rows(pos, g), rows, hd, hg.end - hg.begin, wide.data(), [&](const auto& rr, const auto* kb, std::int32_t jj) {
-          rr.scores(qrow + std::int64_t(hg.begin + jj) * hd, kb, rows, hd, scale, scores.data() + std::size_t(jj) * chunk + (pos - p0));
-        });
+      const std::int32_t heads = hg.end - hg.begin;
+      const auto sc = [&](std::uint32_t tt, std::int32_t jj) {
+        return scores.data() + (std::size_t(tt - tt0) * group_max + std::size_t(jj)) * chunk;
+      };
+      // fn(rr, xb, tt, rows, pos) for each block of the chunk in `plane` (widened once) and each
+      // row tt of the tile that sees `rows` of the block's positions.
+      const auto over_blocks = [&](const E* plane, auto&& fn) {
+        for (std::uint32_t pos = p0; pos < p_end; pos += bs)
+          with_rows(r, plane + head_rows(pos, g), static_cast<std::int32_t>(std::min(bs, p_end - pos)), hd, heads,
+                    wide.data(), [&](const auto& rr, const auto* xb) {
+                      for (std::uint32_t tt = std::max(tt0, tt_begin); tt < tt1; ++tt)
+                        if (p1(tt) > pos) fn(rr, xb, tt, static_cast<std::int32_t>(std::min(bs, p1(tt) - pos)), pos);
+                    });
+      };
+      over_blocks(k_data, [&](const auto& rr, const auto* kb, std::uint32_t tt, std::int32_t rows, std::uint32_t pos) {
+        const float* qrow = q + std::int64_t(t0 + tt) * row_stride;
+        for (std::int32_t jj = 0; jj < heads; ++jj)
+          rr.scores(qrow + std::int64_t(hg.begin + jj) * hd, kb, rows, hd, scale, sc(tt, jj) + (pos - p0));
+      });
+      for (std::uint32_t tt = std::max(tt0, tt_begin); tt < tt1; ++tt) {
+        float* part = parts + item_of(g, c, tt) * group_max * part_floats;
+        for (std::int32_t jj = 0; jj < heads; ++jj) {
+          float* pj = part + std::int64_t(jj) * part_floats;
+          pj[1] = exp_shifted(sc(tt, jj), p1(tt) - p0, pj[0]);
+          std::fill(pj + 2, pj + 2 + hd, 0.0f);
+        }
       }
-      float* part = parts + item * group_max * part_floats;
-      for (std::int32_t j = hg.begin; j < hg.end; ++j) {
-        float* pj = part + std::int64_t(j - hg.begin) * part_floats;
-        pj[1] = exp_shifted(scores.data() + std::size_t(j - hg.begin) * chunk, p1 - p0, pj[0]);
-        std::fill(pj + 2, pj + 2 + hd, 0.0f);
-      }
-      for (std::uint32_t pos = p0; pos < p1; pos += bs) {
-        const auto rows = static_cast<std::int32_t>(std::min(bs, p1 - pos));
-        for_group(r, v_data + head_rows(pos, g), rows, hd, hg.end - hg.begin, wide.data(), [&](const auto& rr, const auto* vb, std::int32_t jj) {
-          rr.accumulate(scores.data() + std::size_t(jj) * chunk + (pos - p0), 1.0f, vb, rows, hd,
-                        part + std::int64_t(jj) * part_floats + 2);
-        });
-      }
+      over_blocks(v_data, [&](const auto& rr, const auto* vb, std::uint32_t tt, std::int32_t rows, std::uint32_t pos) {
+        float* part = parts + item_of(g, c, tt) * group_max * part_floats;
+        for (std::int32_t jj = 0; jj < heads; ++jj)
+          rr.accumulate(sc(tt, jj) + (pos - p0), 1.0f, vb, rows, hd, part + std::int64_t(jj) * part_floats + 2);
+      });
     }
   };
   // Merge of (query head j, query row t0 + tt): item = j * rows_now + tt.
@@ -255,7 +275,8 @@ void attend(const KvPlaneView& kp, const KvPlaneView& vp, std::span<const std::u
   };
   for (t0 = 0; t0 < n; t0 += rows_now) {
     rows_now = std::min(nt, n - t0);
-    const std::int64_t items = std::int64_t(kv_heads) * chunks * rows_now, merges = std::int64_t(q_heads) * rows_now;
+    tiles = (rows_now + tile_rows - 1) / tile_rows;
+    const std::int64_t items = std::int64_t(kv_heads) * chunks * tiles, merges = std::int64_t(q_heads) * rows_now;
     if (pool != nullptr) {
       pool->parallel_for(items, 1, chunk_items);
       pool->parallel_for(merges, 16, merge);

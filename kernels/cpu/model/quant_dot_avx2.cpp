@@ -46,6 +46,7 @@ void quantize(const float* x, std::int64_t k, Q16Block* out_blocks, std::int64_t
     Q16Block* out = out_blocks + b * stride;
     __m256 v[4];
     __m256 amax = _mm256_setzero_ps();
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
       v[j] = _mm256_loadu_ps(x + 8 * j);
       amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[j]));
@@ -57,6 +58,7 @@ void quantize(const float* x, std::int64_t k, Q16Block* out_blocks, std::int64_t
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m256 mul = _mm256_set1_ps(id);
     __m256i i[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; ++j)
       i[j] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[j], mul), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     // packs (saturating) interleaves 128-bit lanes; the 64-bit permutation restores the order.

@@ -268,7 +268,8 @@ BOOST_FIXTURE_TEST_CASE(min_tokens_masks_its_stop_ids_until_that_many_tokens_are
 BOOST_FIXTURE_TEST_CASE(rows_sampled_on_the_pool_equal_each_row_sampled_alone, Fixture) {
   std::vector<shard::SamplingParams> kinds;
   for (int k = 0; k < 7; ++k) {
-    shard::SamplingParams p{k % 2 == 0 ? 0.0f : 0.9f};
+    shard::SamplingParams p;
+    p.temperature = k % 2 == 0 ? 0.0f : 0.9f;
     p.seed = 1000 + static_cast<std::uint64_t>(k);
     p.logprobs = k % 3 == 0;
     p.top_logprobs = p.logprobs ? 3 : 0;

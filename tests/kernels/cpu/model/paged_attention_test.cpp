@@ -1,6 +1,7 @@
 // Paged attention equals dense causal attention computed independently (in double, over
 // contiguous K/V), for random block tables, chunk boundaries, head groupings and both KV dtypes;
-// and attention over an f16 cache stays within a derived bound of the same over an f32 one.
+// attention over an f16 cache stays within a derived bound of the same over an f32 one; and a
+// row's bits do not depend on the rows attended with it.
 #define BOOST_TEST_MODULE paged_attention
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -171,6 +173,22 @@ BOOST_DATA_TEST_CASE(attention_over_an_f16_cache_stays_within_its_rounding_bound
   BOOST_TEST_MESSAGE(c << ": max |f16 - f32| = " << worst << ", bound " << bound);
   BOOST_TEST(worst > 0.0);  // the cache really rounded
   BOOST_TEST(worst <= bound);
+}
+
+// A row's arithmetic does not depend on the rows attended with it (a prefill's rows share work
+// items and widened f16 blocks): every row of a chunked prefill has the bits it gets when the
+// sequence is attended one row at a time.
+BOOST_DATA_TEST_CASE(a_prefill_row_has_the_bits_it_gets_attended_alone,
+                     boost::unit_test::data::make(cases) * boost::unit_test::data::make(dtypes), c, dtype) {
+  const Inputs in = random_inputs(c);
+  Case one = c;
+  one.chunk = 1;
+  const auto together = paged(in, c, dtype);
+  const auto alone = paged(in, one, dtype);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < together.size(); ++i)
+    if (std::memcmp(&together[i], &alone[i], sizeof(float)) != 0) ++differ;
+  BOOST_TEST(differ == 0u, c << " " << dtype << ": " << differ << " of " << together.size() << " outputs differ");
 }
 
 BOOST_AUTO_TEST_CASE(rejects_a_block_table_that_does_not_cover_the_positions) {
