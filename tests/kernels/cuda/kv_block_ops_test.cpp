@@ -8,6 +8,7 @@
 #include "kernels/cpu/kv_block_ops.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/kv_block_ops.hpp"
+#include "tests/support/gpu_test_main.hpp"
 
 #include <cstdio>
 #include <random>
@@ -67,14 +68,4 @@ BOOST_AUTO_TEST_CASE(swap_out_and_in_round_trips_through_pinned_host_memory) {
   auto want = init;
   cpu::copy_blocks(want.data(), dl, std::vector<BlockPair>{{5, 20}, {9, 21}});
   BOOST_TEST((got == want));
-}
-
-
-int main(int argc, char** argv) {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::puts("no CUDA device: skipped");
-    return 77;
-  }
-  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
 }

@@ -1,0 +1,170 @@
+// The cuda element-wise kernels on a GPU against the cpu backend's kernels, for activations in
+// f32, f16 and bf16: inputs rounded to the dtype on the host, the cpu kernel run on the rounded
+// values, the GPU's output within the dtype's output rounding (plus f32 sums in another order).
+// Needs a GPU: without one the binary exits 77, which CTest reports as skipped.
+#define BOOST_TEST_MODULE cuda_elementwise
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/cpu/model/ops.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "tests/support/gpu_test_main.hpp"
+#include "tests/support/nan_max.hpp"
+#include "tests/support/normal_floats.hpp"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+using namespace actorlm;
+using actorlm::testing::nan_max;
+using actorlm::testing::normal_floats;
+using kernels::cuda::ActDtype;
+namespace cpu = actorlm::kernels::cpu;
+namespace gpu = actorlm::kernels::cuda;
+
+namespace actorlm::kernels::cuda {
+std::ostream& operator<<(std::ostream& o, ActDtype d) {
+  return o << (d == ActDtype::f32 ? "f32" : d == ActDtype::f16 ? "f16" : "bf16");
+}
+}  // namespace actorlm::kernels::cuda
+
+namespace {
+
+const ActDtype dtypes[] = {ActDtype::f32, ActDtype::f16, ActDtype::bf16};
+
+// Device memory holding floats as elements of `dtype`.
+struct DeviceActs {
+  ActDtype dtype;
+  std::size_t n;
+  void* ptr = nullptr;
+  DeviceActs(const std::vector<float>& host, ActDtype d) : dtype(d), n(host.size()) {
+    ACTORLM_CUDA_CHECK(cudaMalloc(&ptr, n * gpu::act_bytes(d)));
+    std::vector<unsigned char> bytes(n * gpu::act_bytes(d));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (d == ActDtype::f32) std::memcpy(&bytes[4 * i], &host[i], 4);
+      if (d == ActDtype::f16) { const __half h = __float2half_rn(host[i]); std::memcpy(&bytes[2 * i], &h, 2); }
+      if (d == ActDtype::bf16) { const __nv_bfloat16 h = __float2bfloat16_rn(host[i]); std::memcpy(&bytes[2 * i], &h, 2); }
+    }
+    ACTORLM_CUDA_CHECK(cudaMemcpy(ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  }
+  ~DeviceActs() { cudaFree(ptr); }
+  std::vector<float> read() const {
+    std::vector<unsigned char> bytes(n * gpu::act_bytes(dtype));
+    ACTORLM_CUDA_CHECK(cudaMemcpy(bytes.data(), ptr, bytes.size(), cudaMemcpyDeviceToHost));
+    std::vector<float> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (dtype == ActDtype::f32) std::memcpy(&out[i], &bytes[4 * i], 4);
+      if (dtype == ActDtype::f16) { __half h; std::memcpy(&h, &bytes[2 * i], 2); out[i] = __half2float(h); }
+      if (dtype == ActDtype::bf16) { __nv_bfloat16 h; std::memcpy(&h, &bytes[2 * i], 2); out[i] = __bfloat162float(h); }
+    }
+    return out;
+  }
+};
+
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  explicit DeviceArray(const std::vector<T>& host) {
+    ACTORLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), host.size() * sizeof(T)));
+    ACTORLM_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+};
+
+// The host values as the device holds them.
+std::vector<float> rounded(const std::vector<float>& x, ActDtype d) { return DeviceActs(x, d).read(); }
+
+// Output rounding of one element of `d` (half an ulp, relative), plus f32 reassociation.
+double tolerance(ActDtype d) { return d == ActDtype::f32 ? 2e-6 : d == ActDtype::f16 ? 1.0 / 1024 : 1.0 / 128; }
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, ActDtype d, const char* what) {
+  double worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i)
+    worst = nan_max(worst, std::abs(double(got[i]) - want[i]) / (std::abs(double(want[i])) + 1e-3));
+  BOOST_TEST_MESSAGE(what << " " << d << ": worst relative error " << worst);
+  BOOST_TEST(worst <= tolerance(d), what << " " << d << ": " << worst);
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(rms_and_layer_norm_match_the_cpu_kernels, boost::unit_test::data::make(dtypes), d) {
+  const std::int64_t rows = 9, n = 4096;
+  const auto x = rounded(normal_floats(rows * n, 1, 2.0f), d);
+  const auto w = normal_floats(n, 2), b = normal_floats(n, 3);
+  DeviceArray<float> dw(w), db(b);
+  {
+    DeviceActs dx(x, d);
+    gpu::rms_norm({dx.ptr, dw.ptr, dx.ptr, rows, n, 1e-5f, d}, nullptr);  // in place
+    ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> want(x.size());
+    cpu::rms_norm(x.data(), rows, n, w.data(), 1e-5f, want.data());
+    check_close(dx.read(), want, d, "rms_norm");
+  }
+  DeviceActs dx(x, d), out(std::vector<float>(x.size()), d);
+  gpu::layer_norm({dx.ptr, dw.ptr, db.ptr, out.ptr, rows, n, 1e-5f, d}, nullptr);
+  ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> want(x.size());
+  cpu::layer_norm(x.data(), rows, n, w.data(), b.data(), 1e-5f, want.data());
+  check_close(out.read(), want, d, "layer_norm");
+}
+
+BOOST_DATA_TEST_CASE(rotary_matches_the_cpu_kernel_for_both_pairings, boost::unit_test::data::make(dtypes), d) {
+  for (const auto style : {model::RopeStyle::halves, model::RopeStyle::interleaved}) {
+    const std::int32_t heads = 12, hd = 128;
+    const std::int64_t rows = 33, stride = heads * hd + 256;
+    std::vector<std::int32_t> positions(rows);
+    for (std::int64_t r = 0; r < rows; ++r) positions[r] = static_cast<std::int32_t>(r * 997 % 8192);
+    const auto x = rounded(normal_floats(rows * stride, 4), d);
+    std::vector<float> inv(hd / 2);
+    gpu::rope_inv_freq_table(10000.0f, hd, inv.data());
+    DeviceActs dx(x, d);
+    DeviceArray<std::int32_t> dpos(positions);
+    DeviceArray<float> dinv(inv);
+    gpu::apply_rope({dx.ptr, dpos.ptr, dinv.ptr, rows, stride, heads, hd, 2.0f, style == model::RopeStyle::halves, d}, nullptr);
+    ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+    auto want = x;
+    cpu::apply_rope(want.data(), rows, stride, heads, positions, {hd, 10000.0f, 2.0f, style});
+    check_close(dx.read(), want, d, "rope");
+  }
+}
+
+BOOST_DATA_TEST_CASE(silu_mul_and_gelu_match_the_cpu_kernels, boost::unit_test::data::make(dtypes), d) {
+  const std::int64_t rows = 17, f = 5632;
+  const auto gate_up = rounded(normal_floats(rows * 2 * f, 5, 3.0f), d);
+  DeviceActs dg(gate_up, d), out(std::vector<float>(rows * f), d);
+  gpu::silu_mul({dg.ptr, out.ptr, rows, f, d}, nullptr);
+  ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> want(rows * f);
+  cpu::silu_mul(gate_up.data(), rows, f, want.data());
+  check_close(out.read(), want, d, "silu_mul");
+
+  auto x = rounded(normal_floats(100003, 6, 3.0f), d);
+  DeviceActs dx(x, d);
+  gpu::gelu(dx.ptr, static_cast<std::int64_t>(x.size()), d, nullptr);
+  ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+  cpu::gelu(x.data(), static_cast<std::int64_t>(x.size()));
+  check_close(dx.read(), x, d, "gelu");
+}
+
+BOOST_AUTO_TEST_CASE(launches_refuse_what_they_cannot_run) {
+  float* p = nullptr;
+  ACTORLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), 1024));
+  const std::int32_t pos = 0;
+  BOOST_CHECK_THROW(gpu::apply_rope({p, &pos, p, 1, 8, 1, 7, 1.0f, true, ActDtype::f32}, nullptr),
+                    std::invalid_argument);  // odd head_dim
+  BOOST_CHECK_THROW(gpu::apply_rope({p, &pos, p, 1, 8, 2, 8, 1.0f, true, ActDtype::f32}, nullptr),
+                    std::invalid_argument);  // stride shorter than the heads
+  BOOST_CHECK_THROW(gpu::rms_norm({nullptr, p, p, 1, 8, 1e-5f, ActDtype::f32}, nullptr), std::invalid_argument);
+  cudaFree(p);
+}
+
