@@ -1,13 +1,10 @@
+#include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/elementwise_math.hpp"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
 namespace actorlm::kernels::cuda {
 
@@ -16,13 +13,6 @@ namespace {
 namespace m = cuda_math;
 
 constexpr int threads_per_block = 256;  // a multiple of the warp size (block_sum)
-
-__device__ inline float load(const float* p, std::int64_t i) { return p[i]; }
-__device__ inline float load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
-__device__ inline float load(const __nv_bfloat16* p, std::int64_t i) { return __bfloat162float(p[i]); }
-__device__ inline void store(float* p, std::int64_t i, float v) { p[i] = v; }
-__device__ inline void store(__half* p, std::int64_t i, float v) { p[i] = __float2half_rn(v); }
-__device__ inline void store(__nv_bfloat16* p, std::int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
 // The sum of v over the thread block, in every thread. `shared`: [32] floats, free again on return.
 __device__ float block_sum(float v, float* shared) {
@@ -113,17 +103,6 @@ unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
 }
 
-// f(T*) with the element type of `d`.
-template <class F>
-void with_type(ActDtype d, F&& f) {
-  switch (d) {
-    case ActDtype::f32: return f(static_cast<float*>(nullptr));
-    case ActDtype::f16: return f(static_cast<__half*>(nullptr));
-    case ActDtype::bf16: return f(static_cast<__nv_bfloat16*>(nullptr));
-  }
-  throw std::invalid_argument("cuda kernels: unknown activation dtype");
-}
-
 void require(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("cuda kernels: ") + what);
 }
@@ -134,7 +113,7 @@ void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.out && p.n > 0, "rms_norm: null pointer or empty row");
   with_type(p.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+    using T = ElementOf<decltype(tag)>;
     rms_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(
         static_cast<const T*>(p.x), p.weight, static_cast<T*>(p.out), p.n, p.eps);
   });
@@ -145,7 +124,7 @@ void layer_norm(const LayerNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.bias && p.out && p.n > 0, "layer_norm: null pointer or empty row");
   with_type(p.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+    using T = ElementOf<decltype(tag)>;
     layer_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(
         static_cast<const T*>(p.x), p.weight, p.bias, static_cast<T*>(p.out), p.n, p.eps);
   });
@@ -163,7 +142,7 @@ void apply_rope(const RopeParams& p, cudaStream_t stream) {
   require(p.row_stride >= std::int64_t(p.heads) * p.head_dim, "apply_rope: row_stride shorter than the heads");
   const std::int64_t n = p.rows * p.heads * (p.head_dim / 2);
   with_type(p.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+    using T = ElementOf<decltype(tag)>;
     rope_kernel<T><<<static_cast<unsigned>((n + threads_per_block - 1) / threads_per_block), threads_per_block, 0, stream>>>(p);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
@@ -173,7 +152,7 @@ void silu_mul(const SiluMulParams& p, cudaStream_t stream) {
   if (p.rows == 0 || p.f == 0) return;
   require(p.gate_up && p.out, "silu_mul: null pointer");
   with_type(p.dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+    using T = ElementOf<decltype(tag)>;
     silu_mul_kernel<T><<<grid_for(p.rows * p.f), threads_per_block, 0, stream>>>(
         static_cast<const T*>(p.gate_up), static_cast<T*>(p.out), p.rows, p.f);
   });
@@ -184,7 +163,7 @@ void gelu(void* x, std::int64_t n, ActDtype dtype, cudaStream_t stream) {
   if (n == 0) return;
   require(x != nullptr, "gelu: null pointer");
   with_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
+    using T = ElementOf<decltype(tag)>;
     gelu_kernel<T><<<grid_for(n), threads_per_block, 0, stream>>>(static_cast<T*>(x), n);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());

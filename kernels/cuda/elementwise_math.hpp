@@ -64,6 +64,15 @@ ACTORLM_HD inline std::uint64_t paged_slot(const std::uint32_t* table, std::uint
   return std::uint64_t(table[position / block_size]) * block_size + position % block_size;
 }
 
+// Where element d of KV head h of a slot sits in one layer's K or V plane, laid out as the cpu
+// cache's ([num_blocks, kv_heads, block_size, head_dim], kernels/cpu/model/paged_attention.hpp).
+ACTORLM_HD inline std::uint64_t kv_plane_index(std::uint64_t slot, std::uint32_t block_size, std::int32_t kv_heads,
+                                               std::int32_t head_dim, std::int32_t h, std::int32_t d) {
+  return ((slot / block_size * std::uint64_t(kv_heads) + std::uint64_t(h)) * block_size + slot % block_size) *
+             std::uint64_t(head_dim) +
+         std::uint64_t(d);
+}
+
 // Split-K attention partials (flash-decoding): chunk c of a row holds its own maximum m_c, its
 // sum of exp(s - m_c) l_c and its weighted values acc_c. Merged over the chunks with M the
 // largest m_c: out = sum_c w_c acc_c / sum_c w_c l_c, w_c = merge_weight(m_c, M).

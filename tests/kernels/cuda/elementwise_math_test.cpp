@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(silu_mul_is_within_a_few_ulp_and_gelu_gives_the_cpu_kernels
   BOOST_TEST(same_bits(gelu_got, g));
 }
 
-BOOST_AUTO_TEST_CASE(the_slot_mapping_finds_each_position_where_write_kv_put_it) {
+BOOST_AUTO_TEST_CASE(the_slot_mapping_and_plane_index_find_each_position_where_write_kv_put_it) {
   const std::int32_t kv_heads = 2, hd = 8;
   const std::uint32_t bs = 4, blocks = 9, n = 23;
   const std::vector<std::uint32_t> table{7, 2, 5, 0, 8, 3};
@@ -118,8 +118,7 @@ BOOST_AUTO_TEST_CASE(the_slot_mapping_finds_each_position_where_write_kv_put_it)
     const std::uint64_t slot = m::paged_slot(table.data(), bs, p);
     for (std::int32_t g = 0; g < kv_heads; ++g)
       for (std::int32_t d = 0; d < hd; ++d) {
-        // The plane is [block, kv head, slot in block, head_dim].
-        const std::size_t at = ((slot / bs) * kv_heads + g) * bs * hd + (slot % bs) * hd + d;
+        const std::uint64_t at = m::kv_plane_index(slot, bs, kv_heads, hd, g, d);
         BOOST_TEST(kmem[at] == k[(p * kv_heads + g) * hd + d]);
         BOOST_TEST(vmem[at] == v[(p * kv_heads + g) * hd + d]);
       }
