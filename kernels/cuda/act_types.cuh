@@ -32,6 +32,12 @@ void with_type(ActDtype d, F&& f) {
   throw std::invalid_argument("cuda kernels: unknown dtype");
 }
 
+// f(A*, B*) with the element types of `a` and `b` (a kernel that converts between two dtypes).
+template <class F>
+void with_types(ActDtype a, ActDtype b, F&& f) {
+  with_type(a, [&](auto* x) { with_type(b, [&](auto* y) { f(x, y); }); });
+}
+
 template <class Tag>
 using ElementOf = std::remove_pointer_t<Tag>;
 

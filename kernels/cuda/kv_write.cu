@@ -40,11 +40,9 @@ void reshape_and_cache(const KvWriteParams& p, cudaStream_t stream) {
     throw std::invalid_argument("cuda kernels: reshape_and_cache: null pointer");
   if (p.kv_heads <= 0 || p.head_dim <= 0 || p.block_size == 0 || p.row_stride < std::int64_t(p.kv_heads) * p.head_dim)
     throw std::invalid_argument("cuda kernels: reshape_and_cache: bad shape");
-  with_type(p.act_dtype, [&](auto* a) {
-    with_type(p.cache_dtype, [&](auto* c) {
-      reshape_and_cache_kernel<ElementOf<decltype(a)>, ElementOf<decltype(c)>>
-          <<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
-    });
+  with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
+    reshape_and_cache_kernel<ElementOf<decltype(a)>, ElementOf<decltype(c)>>
+        <<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }

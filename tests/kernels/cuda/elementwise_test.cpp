@@ -11,12 +11,10 @@
 #include "kernels/cpu/model/ops.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "tests/support/device_acts.hpp"
 #include "tests/support/gpu_test_main.hpp"
 #include "tests/support/nan_max.hpp"
 #include "tests/support/normal_floats.hpp"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +27,9 @@ using namespace actorlm;
 using actorlm::testing::nan_max;
 using actorlm::testing::normal_floats;
 using kernels::cuda::ActDtype;
+using testing::DeviceActs;
+using testing::DeviceArray;
+using testing::rounded;
 namespace cpu = actorlm::kernels::cpu;
 namespace gpu = actorlm::kernels::cuda;
 
@@ -41,48 +42,6 @@ std::ostream& operator<<(std::ostream& o, ActDtype d) {
 namespace {
 
 const ActDtype dtypes[] = {ActDtype::f32, ActDtype::f16, ActDtype::bf16};
-
-// Device memory holding floats as elements of `dtype`.
-struct DeviceActs {
-  ActDtype dtype;
-  std::size_t n;
-  void* ptr = nullptr;
-  DeviceActs(const std::vector<float>& host, ActDtype d) : dtype(d), n(host.size()) {
-    ACTORLM_CUDA_CHECK(cudaMalloc(&ptr, n * gpu::act_bytes(d)));
-    std::vector<unsigned char> bytes(n * gpu::act_bytes(d));
-    for (std::size_t i = 0; i < n; ++i) {
-      if (d == ActDtype::f32) std::memcpy(&bytes[4 * i], &host[i], 4);
-      if (d == ActDtype::f16) { const __half h = __float2half_rn(host[i]); std::memcpy(&bytes[2 * i], &h, 2); }
-      if (d == ActDtype::bf16) { const __nv_bfloat16 h = __float2bfloat16_rn(host[i]); std::memcpy(&bytes[2 * i], &h, 2); }
-    }
-    ACTORLM_CUDA_CHECK(cudaMemcpy(ptr, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-  }
-  ~DeviceActs() { cudaFree(ptr); }
-  std::vector<float> read() const {
-    std::vector<unsigned char> bytes(n * gpu::act_bytes(dtype));
-    ACTORLM_CUDA_CHECK(cudaMemcpy(bytes.data(), ptr, bytes.size(), cudaMemcpyDeviceToHost));
-    std::vector<float> out(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      if (dtype == ActDtype::f32) std::memcpy(&out[i], &bytes[4 * i], 4);
-      if (dtype == ActDtype::f16) { __half h; std::memcpy(&h, &bytes[2 * i], 2); out[i] = __half2float(h); }
-      if (dtype == ActDtype::bf16) { __nv_bfloat16 h; std::memcpy(&h, &bytes[2 * i], 2); out[i] = __bfloat162float(h); }
-    }
-    return out;
-  }
-};
-
-template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  explicit DeviceArray(const std::vector<T>& host) {
-    ACTORLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&ptr), host.size() * sizeof(T)));
-    ACTORLM_CUDA_CHECK(cudaMemcpy(ptr, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-};
-
-// The host values as the device holds them.
-std::vector<float> rounded(const std::vector<float>& x, ActDtype d) { return DeviceActs(x, d).read(); }
 
 // Output rounding of one element of `d` (half an ulp, relative), plus f32 reassociation.
 double tolerance(ActDtype d) { return d == ActDtype::f32 ? 2e-6 : d == ActDtype::f16 ? 1.0 / 1024 : 1.0 / 128; }
