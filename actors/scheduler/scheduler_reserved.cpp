@@ -48,13 +48,23 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
   };
   // 1. Block tables.
   std::unordered_set<SeqId> whole_table;  // sequences whose whole table was (re)sent
+  // A request aborted while the reservation was out is gone, but the block manager allocated
+  // for it meanwhile (an admission, a fork, growth, a swap-in): those sequences go back with
+  // the next reservation, or their blocks would stay in use for good.
+  std::unordered_set<SeqId> orphans;
   for (const auto& d : reply.tables)
     if (Seq* s = seq_of(d.seq)) {
       s->table.resize(d.first);
       s->table.insert(s->table.end(), d.blocks.begin(), d.blocks.end());
       s->table_sent = std::min(s->table_sent, d.first);
       if (d.first == 0) whole_table.insert(d.seq);
+    } else {
+      orphans.insert(d.seq);
     }
+  for (const auto& a : reply.admitted)
+    if (seq_of(a.seq) == nullptr) orphans.insert(a.seq);
+  for (SeqId id : orphans)
+    if (std::find(pending_frees_.begin(), pending_frees_.end(), id) == pending_frees_.end()) pending_frees_.push_back(id);
   const std::unordered_set<SeqId> no_room(reply.no_room.begin(), reply.no_room.end());
   std::unordered_set<RequestId> dropped;  // requests whose work leaves this step
 

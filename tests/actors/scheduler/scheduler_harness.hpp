@@ -107,6 +107,9 @@ class Harness {
   }
 
   void abort(RequestId id) { record(sched_.abort(id, now_)); }
+  // Aborts `id` during the next step, between the block manager's reservation and its answer
+  // reaching the scheduler (as an abort message can overtake the reply in the actor).
+  void abort_during_next_reservation(RequestId id) { abort_in_flight_.push_back(id); }
 
   // Runs one step if there is one to run now; returns false otherwise.
   bool step(Time step_ns = 1'000'000) {
@@ -119,6 +122,8 @@ class Harness {
     cov_.forks += req->forks.size();
     cov_.no_room += reply.no_room.size();
     for (const auto& a : reply.admitted) cov_.prefix_hits += a.cached_tokens > 0;
+    for (RequestId id : abort_in_flight_) abort(id);
+    abort_in_flight_.clear();
     const auto st = sched_.on_reserved(reply);
     for (const auto& w : st.seqs) {
       cov_.padding_rows += w.padding;
@@ -199,6 +204,7 @@ class Harness {
   std::map<RequestId, RequestSpec> specs_;
   std::uint64_t steps_ = 0;
   std::uint32_t max_running_ = 0;
+  std::vector<RequestId> abort_in_flight_;
   Coverage cov_;
 };
 

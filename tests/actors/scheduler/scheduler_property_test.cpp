@@ -86,7 +86,9 @@ Coverage run(const Regime& regime, unsigned seed) {
     if (uni(0, 40) == 0 && !h.specs().empty()) {  // abort a random live request
       auto it = h.specs().begin();
       std::advance(it, uni(0, std::uint32_t(h.specs().size() - 1)));
-      h.abort(it->first);
+      // Between steps, or while the reservation of the next step is out.
+      if (uni(0, 1) == 0) h.abort(it->first);
+      else h.abort_during_next_reservation(it->first);
       aborted.push_back(it->first);
     }
     if (!h.step()) {  // idle: jump to the next arrival or the dynamic regime's deadline

@@ -173,6 +173,24 @@ BOOST_AUTO_TEST_CASE(abort_frees_the_blocks_with_the_next_reservation) {
   BOOST_TEST(h.block_manager().stats().device_used == 1u);
 }
 
+// The abort overtakes the reservation's answer: what the block manager allocated for the
+// request meanwhile (its admission, its samples' forks) goes back with the next reservation.
+BOOST_AUTO_TEST_CASE(a_request_aborted_while_its_admission_is_reserved_leaves_no_block_behind) {
+  Harness h(base(config::Batching::paged));
+  auto two = spec(1, 20, 50);
+  two.n = 2;
+  h.submit(two);
+  h.abort_during_next_reservation(1);
+  h.step();
+  BOOST_TEST((h.outcomes().at(1).reasons[0] == FinishReason::abort));
+  h.submit(spec(2, 4, 2));
+  h.step();
+  h.drain_frees();
+  BOOST_TEST(!h.block_manager().contains(1));
+  BOOST_TEST(h.block_manager().stats().num_sequences == 1u);  // request 2's
+  BOOST_TEST(h.block_manager().stats().device_used == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(preempts_the_lowest_priority_then_newest_request_when_blocks_run_out) {
   auto o = base(config::Batching::paged);
   o.num_device_blocks = 12;
