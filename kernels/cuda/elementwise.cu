@@ -1,4 +1,5 @@
 #include "kernels/cuda/act_types.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/elementwise_math.hpp"
@@ -13,23 +14,6 @@ namespace {
 namespace m = cuda_math;
 
 constexpr int threads_per_block = 256;  // a multiple of the warp size (block_sum)
-
-// The sum of v over the thread block, in every thread. `shared`: [32] floats, free again on return.
-__device__ float block_sum(float v, float* shared) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < int(blockDim.x / 32) ? shared[lane] : 0.0f;
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) shared[0] = v;
-  }
-  __syncthreads();
-  v = shared[0];
-  __syncthreads();  // shared may be reused by the caller's next sum
-  return v;
-}
 
 // grid: rows; one thread block per row.
 template <class T>

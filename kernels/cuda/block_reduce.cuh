@@ -1,0 +1,43 @@
+#pragma once
+// Thread-block reductions for .cu files: every thread passes its value and gets the block's
+// result. blockDim.x must be a multiple of the warp size; `shared` is [32] floats, free again
+// on return (the caller may start the next reduction at once).
+
+#include <cmath>
+
+namespace actorlm::kernels::cuda {
+
+template <class Op>
+__device__ float block_reduce(float v, float* shared, Op op, float identity) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < int(blockDim.x / 32) ? shared[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  v = shared[0];
+  __syncthreads();
+  return v;
+}
+
+struct SumOp {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+__device__ inline float block_sum(float v, float* shared) { return block_reduce(v, shared, SumOp{}, 0.0f); }
+__device__ inline float block_max(float v, float* shared) { return block_reduce(v, shared, MaxOp{}, -INFINITY); }
+
+// The sum of v over one warp, in every lane.
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+}  // namespace actorlm::kernels::cuda

@@ -1,0 +1,135 @@
+// Paged decode attention on a GPU against the cpu backend's paged_attention (itself checked
+// against dense attention): several sequences of different lengths through shuffled block
+// tables, GQA / MQA / MHA, head_dim 64 and 128, contexts inside one chunk and over several, KV
+// planes in f32 and f16 written by the cpu write_kv (the same layout), queries and outputs in
+// f32 and f16. Needs a GPU: without one the binary exits 77, which CTest reports as skipped.
+#define BOOST_TEST_MODULE cuda_paged_attention
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/cpu/model/paged_attention.hpp"
+#include "kernels/cuda/paged_attention.hpp"
+#include "tests/support/device_acts.hpp"
+#include "tests/support/gpu_test_main.hpp"
+#include "tests/support/nan_max.hpp"
+#include "tests/support/normal_floats.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+using namespace actorlm;
+namespace cpu = actorlm::kernels::cpu;
+namespace gpu = actorlm::kernels::cuda;
+using gpu::ActDtype;
+using testing::DeviceActs;
+using testing::DeviceArray;
+using testing::rounded;
+
+namespace {
+
+struct Case {
+  std::int32_t q_heads, kv_heads, head_dim;
+  std::vector<std::uint32_t> contexts;
+  std::uint32_t chunk;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
+  const std::uint32_t bs = 16;
+  const std::vector<Case> cases = {{9, 3, 64, {1, 17, 300, 1000}, 512}, {8, 8, 128, {5, 2100}, 256},
+                                   {8, 1, 64, {129, 64}, 64}, {4, 2, 128, {700}, 2048}};
+  for (const Case& c : cases)
+    for (const auto kv : {cpu::KvDtype::f32, cpu::KvDtype::f16})
+      for (const auto act : {ActDtype::f32, ActDtype::f16}) {
+        const auto seqs = static_cast<std::int32_t>(c.contexts.size());
+        const std::uint32_t max_ctx = *std::max_element(c.contexts.begin(), c.contexts.end());
+        const std::uint32_t per_seq = (max_ctx + bs - 1) / bs, blocks = per_seq * seqs + 3;
+        std::vector<std::uint32_t> ids(blocks);
+        std::iota(ids.begin(), ids.end(), 0u);
+        std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
+        std::vector<std::uint32_t> tables(std::size_t(seqs) * per_seq);
+        std::copy(ids.begin(), ids.begin() + tables.size(), tables.begin());
+        const std::int32_t hd = c.head_dim, kvw = c.kv_heads * hd, qw = c.q_heads * hd;
+        const std::size_t plane = std::size_t(blocks) * kvw * bs * cpu::kv_element_bytes(kv);
+        std::vector<std::byte> kmem(plane), vmem(plane);
+        const cpu::KvPlaneView kp{kmem.data(), blocks, c.kv_heads, bs, hd, kv};
+        const cpu::KvPlaneView vp{vmem.data(), blocks, c.kv_heads, bs, hd, kv};
+        const auto q = rounded(testing::normal_floats(std::size_t(seqs) * qw, 1), act);
+        std::vector<float> want(q.size());
+        const float scale = 1.0f / std::sqrt(float(hd));
+        for (std::int32_t s = 0; s < seqs; ++s) {
+          const std::span<const std::uint32_t> table(tables.data() + std::size_t(s) * per_seq, per_seq);
+          const auto k = testing::normal_floats(std::size_t(c.contexts[s]) * kvw, 10 + s);
+          const auto v = testing::normal_floats(k.size(), 20 + s);
+          cpu::write_kv(kp, vp, table, 0, c.contexts[s], k.data(), v.data(), kvw);
+          cpu::paged_attention(kp, vp, table, c.contexts[s] - 1, 1, q.data() + std::size_t(s) * qw, qw, c.q_heads,
+                               scale, want.data() + std::size_t(s) * qw);
+        }
+        DeviceActs dq(q, act), dout(std::vector<float>(q.size()), act);
+        DeviceArray<std::byte> dk(kmem), dv(vmem);
+        DeviceArray<std::uint32_t> dt(tables), dctx(c.contexts);
+        DeviceArray<float> ws(std::vector<float>(gpu::decode_attention_workspace_floats(seqs, c.q_heads, hd, max_ctx, c.chunk)));
+        gpu::DecodeAttentionParams p;
+        p.q = dq.ptr;
+        p.k_plane = dk.ptr;
+        p.v_plane = dv.ptr;
+        p.block_tables = dt.ptr;
+        p.context_lens = dctx.ptr;
+        p.out = dout.ptr;
+        p.workspace = ws.ptr;
+        p.seqs = seqs;
+        p.q_heads = c.q_heads;
+        p.kv_heads = c.kv_heads;
+        p.head_dim = hd;
+        p.block_size = bs;
+        p.max_blocks_per_seq = per_seq;
+        p.max_context = max_ctx;
+        p.chunk_positions = c.chunk;
+        p.scale = scale;
+        p.act_dtype = act;
+        p.cache_dtype = kv == cpu::KvDtype::f16 ? ActDtype::f16 : ActDtype::f32;
+        gpu::decode_attention(p, nullptr);
+        ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+        const auto got = dout.read();
+        double worst = 0;
+        for (std::size_t i = 0; i < got.size(); ++i)
+          worst = testing::nan_max(worst, std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(double(want[i]))));
+        // f32: both sum in f32 in other orders; f16 output: its rounding (2^-11) on top.
+        const double bound = act == ActDtype::f32 ? 2e-5 : 1e-3;
+        BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " kv " << cpu::to_string(kv)
+                                               << " act " << int(act) << ": " << worst);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(decode_attention_refuses_what_it_cannot_run) {
+  float* any = nullptr;
+  ACTORLM_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&any), 4096));
+  gpu::DecodeAttentionParams p;
+  p.q = p.k_plane = p.v_plane = p.out = any;
+  p.block_tables = p.context_lens = reinterpret_cast<const std::uint32_t*>(any);
+  p.workspace = any;
+  p.seqs = 1;
+  p.q_heads = 4;
+  p.kv_heads = 2;
+  p.head_dim = 96;  // only 64 and 128
+  p.block_size = 16;
+  p.max_blocks_per_seq = 4;
+  p.max_context = 64;
+  p.chunk_positions = 64;
+  BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
+  p.head_dim = 64;
+  p.chunk_positions = 40;  // not whole blocks
+  BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
+  p.chunk_positions = 64;
+  p.max_context = 65;  // past the tables
+  BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
+  p.kv_heads = 3;  // 4 query heads do not share 3 KV heads evenly
+  p.max_context = 64;
+  BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
+  cudaFree(any);
+}
