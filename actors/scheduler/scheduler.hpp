@@ -146,6 +146,8 @@ class Scheduler {
     std::uint32_t sample = 0;
     std::uint32_t begin = 0, end = 0;  // token range processed: [begin, end)
     std::uint32_t num_samples = 0;
+    TokenId last_token = 0;            // the sequence's last token when planned (add_work
+                                       // sends it without touching the token vector again)
     bool admit = false;
     bool padding = false;
   };

@@ -67,30 +67,63 @@ std::string shard_label(self_ptr self, std::size_t rank) {
 // with the batches when some of the finishes are FinishReason::error.
 void deliver(self_ptr self, StepEvents ev, const std::string& error = {}) {
   auto& sinks = self->state.sinks;
-  std::unordered_map<caf::abstract_actor*, std::pair<token_sink, SinkBatch>> out;
-  // Consecutive events often share a sink (one client's requests, a benchmark's one sink):
-  // the last one found is tried first.
-  caf::abstract_actor* last = nullptr;
-  SinkBatch* last_batch = nullptr;
-  auto batch_of = [&](RequestId id) -> SinkBatch* {
+  // Consecutive events often share a request (n > 1) or a sink (one client's requests, a
+  // benchmark's or the simulator's one sink): the last ones found are tried first.
+  RequestId last_id = 0;
+  const token_sink* last_sink = nullptr;
+  auto sink_of = [&](RequestId id) -> const token_sink* {
+    if (last_sink != nullptr && id == last_id) return last_sink;
     auto it = sinks.find(id);
-    if (it == sinks.end()) return nullptr;
-    auto* ptr = caf::actor_cast<caf::abstract_actor*>(it->second);
-    if (ptr == last) return last_batch;
-    auto& slot = out[ptr];
-    if (!slot.first) slot.first = it->second;
-    last = ptr;
-    last_batch = &slot.second;
-    return last_batch;
+    last_id = id;
+    last_sink = it == sinks.end() ? nullptr : &it->second;
+    return last_sink;
   };
-  for (auto& t : ev.tokens)
-    if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(std::move(t));
-  for (const auto& f : ev.finished)
-    if (SinkBatch* b = batch_of(f.request)) {
-      b->finished.push_back(f);
-      if (f.reason == FinishReason::error) b->error = error;
-    }
-  for (auto& [ptr, slot] : out) self->send(slot.first, std::move(slot.second));
+  // The common case: every event goes to one sink, which takes the step's vectors whole.
+  const token_sink* only = nullptr;
+  bool single = true;
+  auto same_sink = [&](RequestId id) {
+    const token_sink* s = sink_of(id);
+    if (s == nullptr || (only != nullptr && *s != *only)) return false;
+    only = s;
+    return true;
+  };
+  for (const auto& t : ev.tokens)
+    if (!(single = same_sink(t.request))) break;
+  if (single)
+    for (const auto& f : ev.finished)
+      if (!(single = same_sink(f.request))) break;
+  if (single && only != nullptr) {
+    SinkBatch b;
+    b.tokens = std::move(ev.tokens);
+    b.finished = std::move(ev.finished);
+    if (std::any_of(b.finished.begin(), b.finished.end(),
+                    [](const FinishEvent& f) { return f.reason == FinishReason::error; }))
+      b.error = error;
+    self->send(*only, std::move(b));
+  } else if (!ev.tokens.empty() || !ev.finished.empty()) {
+    std::unordered_map<caf::abstract_actor*, std::pair<token_sink, SinkBatch>> out;
+    caf::abstract_actor* last = nullptr;
+    SinkBatch* last_batch = nullptr;
+    auto batch_of = [&](RequestId id) -> SinkBatch* {
+      const token_sink* sink = sink_of(id);
+      if (sink == nullptr) return nullptr;
+      auto* ptr = caf::actor_cast<caf::abstract_actor*>(*sink);
+      if (ptr == last) return last_batch;
+      auto& slot = out[ptr];
+      if (!slot.first) slot.first = *sink;
+      last = ptr;
+      last_batch = &slot.second;
+      return last_batch;
+    };
+    for (auto& t : ev.tokens)
+      if (SinkBatch* b = batch_of(t.request)) b->tokens.push_back(std::move(t));
+    for (const auto& f : ev.finished)
+      if (SinkBatch* b = batch_of(f.request)) {
+        b->finished.push_back(f);
+        if (f.reason == FinishReason::error) b->error = error;
+      }
+    for (auto& [ptr, slot] : out) self->send(slot.first, std::move(slot.second));
+  }
   auto& kept = self->state.finished;
   for (auto& rec : self->state.policy->take_finished_records()) {
     sinks.erase(rec.id);
@@ -143,8 +176,9 @@ void finish_step(self_ptr self, const shard::StepResult& result) {
   st.phase = Phase::idle;
   auto events = st.policy->on_executed(result, now(self));
   ++st.steps;
-  deliver(self, std::move(events));
+  // The next reservation first: the block manager works on it while the sinks get their tokens.
   iterate(self);
+  deliver(self, std::move(events));
 }
 
 // The block manager answered the reservation of the step in flight: send the step to the shards.

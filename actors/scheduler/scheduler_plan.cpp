@@ -132,6 +132,7 @@ bool Scheduler::plan_request_work(Request& r, Budget& b) {
     w.begin = s.computed;
     w.end = s.computed + take;
     w.num_samples = w.end == len ? ((!r.forked && r.spec.n > 1) ? r.spec.n : 1) : 0;
+    w.last_token = s.tokens.back();
     b.tokens -= take;
     b.blocks -= growth_blocks(s, w.end);
     --b.seqs;
@@ -202,6 +203,7 @@ void Scheduler::admit(Request& r, Budget& b, kv::ReserveRequest& req) {
     // samples of a recomputed n > 1 request may not all fit in one step's budget).
     w.end = opt_.chunked_prefill ? std::min(len, b.tokens) : (len <= b.tokens ? len : 0);
     w.num_samples = w.end == len ? ((!r.forked && r.spec.n > 1) ? r.spec.n : 1) : 0;
+    w.last_token = s.tokens.back();
     b.tokens -= w.end;
     add_growth(r, s, w, req);
     planned_.push_back(w);

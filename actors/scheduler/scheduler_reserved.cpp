@@ -29,7 +29,7 @@ void Scheduler::add_work(const Request& r, Seq& s, const Work& w, shard::Step& s
     s.shard_tokens = held;
     s.table_sent = 0;
   } else if (held == s.shard_tokens + 1) {
-    out.appended = s.tokens.back();
+    out.appended = w.last_token;
     s.shard_tokens = held;
   }
   out.begin = w.begin;

@@ -77,6 +77,10 @@ kv::TokenId nth_not_excluded(std::uint64_t j, const std::vector<kv::TokenId>& ex
 SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
                  std::uint32_t generated) {
   const float uniform_logprob = -std::log(static_cast<float>(m.vocab_size));
+  // The common case, with nothing to allocate: no bias and no stop ids banned now, so the EOS
+  // alone is banned, which sim_token already avoids.
+  if (s.logit_bias.empty() && (generated >= s.min_tokens || s.min_tokens_stop_ids.empty()))
+    return {sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id), uniform_logprob};
   const auto banned = banned_tokens(m, s, generated);
   if (s.logit_bias.empty()) {
     // sim_token's draw, moved past every banned id (the EOS alone: exactly sim_token).
