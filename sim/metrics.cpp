@@ -100,18 +100,19 @@ Stats stats_of(std::vector<double> samples) {
   s.mean = sum / static_cast<double>(samples.size());
   s.max = max;
   // Three selections instead of a full sort (the sort was 5 % of a 20,000-request simulation):
-  // each nth_element leaves the smaller values before its index, so the next one searches
-  // only that prefix. Same values as percentile() on the sorted samples.
+  // each nth_element leaves the larger values after its index, so the next (higher) percentile
+  // searches only that suffix: about 1.6 n element visits instead of 2.9 n from the top down.
+  // Same values as percentile() on the sorted samples.
   auto index = [&](double p) {
     const double rank = std::ceil(p * static_cast<double>(samples.size()) / 100.0);
     return static_cast<std::size_t>(std::clamp(rank, 1.0, double(samples.size()))) - 1;
   };
-  auto end = samples.end();
-  for (auto [p, out] : {std::pair{99.0, &s.p99}, std::pair{90.0, &s.p90}, std::pair{50.0, &s.p50}}) {
+  auto begin = samples.begin();
+  for (auto [p, out] : {std::pair{50.0, &s.p50}, std::pair{90.0, &s.p90}, std::pair{99.0, &s.p99}}) {
     const auto at = samples.begin() + static_cast<std::ptrdiff_t>(index(p));
-    std::nth_element(samples.begin(), at, end);
+    std::nth_element(begin, at, samples.end());
     *out = *at;
-    end = at + 1;
+    begin = at;
   }
   return s;
 }
@@ -138,6 +139,9 @@ Summary summarize(std::span<const RequestTiming> requests,
   out.requests = requests.size();
   out.slo = options.slo;
   std::vector<double> ttft, tpot, itl, e2e, queue;  // s
+  std::size_t gaps = 0;
+  for (const RequestTiming& r : requests) gaps += r.token_ns.empty() ? 0 : r.token_ns.size() - 1;
+  itl.reserve(gaps);  // millions of gaps in a long run: one allocation, not a doubling series
   std::int64_t first_arrival = std::numeric_limits<std::int64_t>::max();
   std::int64_t last_finish = std::numeric_limits<std::int64_t>::min();
   for (const RequestTiming& r : requests) {

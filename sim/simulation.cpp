@@ -253,8 +253,10 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   const std::int64_t t0 =
       std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
 
+  // The driver times every token it receives: the scheduler's own token times are not needed.
   const engine::EngineActors engine = engine::spawn_engine(
-      sys, cfg, backend.capacity, options.spawn_idle_ranks ? backend.factory : backend.rank0_factory);
+      sys, cfg, backend.capacity, options.spawn_idle_ranks ? backend.factory : backend.rank0_factory, {},
+      engine::EngineOptions{.record_token_times = false});
   auto drv = sys.spawn(driver, &run, engine.scheduler, t0, backend.capacity.vocab_size,
                        closed_loop_clients(workload)
                            ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))

@@ -14,7 +14,8 @@
 namespace actorlm::engine {
 
 EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvCapacity kv,
-                          const ShardFactory& make_shard, std::vector<std::string> shard_locations) {
+                          const ShardFactory& make_shard, std::vector<std::string> shard_locations,
+                          EngineOptions options) {
   if (kv.device_blocks == 0)
     throw std::invalid_argument("engine: the KV cache has no blocks (memory budget too small?)");
   if (!make_shard) throw std::invalid_argument("engine: no shard factory for backend '" +
@@ -22,6 +23,7 @@ EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvC
   auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
   opt.vocab_size = kv.vocab_size;
   opt.shard_locations = std::move(shard_locations);
+  opt.record_token_times = options.record_token_times;
   kv::BlockManagerOptions bm;
   bm.num_device_blocks = kv.device_blocks;
   bm.num_host_blocks = kv.host_blocks;

@@ -35,10 +35,16 @@ struct EngineActors {
   scheduler::scheduler_actor scheduler;
 };
 
+// What the engine's client does for itself, so that the engine need not.
+struct EngineOptions {
+  bool record_token_times = true;  // scheduler::SchedulerOptions::record_token_times
+};
+
 // Throws std::invalid_argument when the configuration cannot be served (no KV blocks...).
 // `shard_locations` ([world] or empty) names where each rank runs, for error messages.
 EngineActors spawn_engine(caf::actor_system&, const config::Config&, KvCapacity,
-                          const ShardFactory&, std::vector<std::string> shard_locations = {});
+                          const ShardFactory&, std::vector<std::string> shard_locations = {},
+                          EngineOptions = {});
 // Stops every actor of the engine.
 void stop_engine(const EngineActors&);
 

@@ -50,7 +50,10 @@ struct ReserveRequest {
                   std::uint32_t computed_tokens) {
     grow.push_back({seq, admit, static_cast<std::uint32_t>(tokens.size()),
                     static_cast<std::uint32_t>(toks.size()), max_total_tokens, computed_tokens});
-    tokens.insert(tokens.end(), toks.begin(), toks.end());
+    if (toks.size() == 1)
+      tokens.push_back(toks[0]);  // a decode step's one token: no range copy (a memmove call)
+    else
+      tokens.insert(tokens.end(), toks.begin(), toks.end());
   }
   void add_growth(SeqId seq, bool admit, std::initializer_list<TokenId> toks,
                   std::uint32_t max_total_tokens, std::uint32_t computed_tokens) {

@@ -84,7 +84,7 @@ struct RequestRecord {
   Time first_scheduled = -1;
   Time first_token = -1;
   Time finished = -1;
-  std::vector<Time> token_times;  // every token of sample 0
+  std::vector<Time> token_times;  // every token of sample 0 (SchedulerOptions::record_token_times)
   std::vector<std::uint32_t> output_tokens;        // per sample
   std::vector<FinishReason> reasons;               // per sample
   std::uint32_t preemptions = 0;

@@ -131,7 +131,7 @@ SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
   s.id = next_seq_++;
   s.tokens.reserve(total);  // no reallocation on the per-token path
   s.tokens = spec.prompt;
-  r.record.token_times.reserve(spec.max_tokens);
+  if (opt_.record_token_times) r.record.token_times.reserve(spec.max_tokens);
   owner_[s.id] = {slot, 0};
   r.seqs.push_back(std::move(s));
   r.spec = std::move(spec);
@@ -243,7 +243,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       Seq& s = r->seqs[w.num_samples > 1 ? j : w.sample];
       s.tokens.push_back(t.token);
       ++s.generated;
-      if (s.sample == 0) r->record.token_times.push_back(now);
+      if (s.sample == 0 && opt_.record_token_times) r->record.token_times.push_back(now);
       ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, t.top});
       if (ends_sample(r->spec, t.token, s.generated))
         finish_sample(*r, s, FinishReason::stop, now, ev);

@@ -52,6 +52,10 @@ struct SchedulerOptions {
   Time step_timeout = 60'000'000'000;
   // Where each rank's shard runs, for error messages ("worker 10.0.0.2:7001"); empty: here.
   std::vector<std::string> shard_locations;
+  // RequestRecord::token_times kept (the daemon's inter-token latency metrics). A client that
+  // times the tokens it receives itself (the simulator's driver) turns it off: one store per
+  // token and a max_tokens buffer per request less.
+  bool record_token_times = true;
 
   static SchedulerOptions from(const config::Config&, std::uint32_t num_device_blocks,
                                std::uint32_t num_host_blocks);

@@ -27,6 +27,10 @@ struct SchedulerState {
   std::vector<shard::shard_actor> shards;
   std::vector<std::string> locations;   // [shards] or empty: where each rank runs
   std::unordered_map<RequestId, token_sink> sinks;
+  // Direct-mapped memo in front of `sinks` (ids are mostly handed out in order): the per-token
+  // lookup of deliver() skips the hash table. Map nodes never move; an erase clears its entry.
+  std::vector<std::pair<RequestId, const token_sink*>> sink_memo =
+      std::vector<std::pair<RequestId, const token_sink*>>(4096, {0, nullptr});
   Phase phase = Phase::idle;
   std::uint64_t phase_step = 0;   // the policy's step id of what is in flight
   Time deadline = 0;              // what is in flight fails if unanswered by then
@@ -71,11 +75,15 @@ void deliver(self_ptr self, StepEvents ev, const std::string& error = {}) {
   // benchmark's or the simulator's one sink): the last ones found are tried first.
   RequestId last_id = 0;
   const token_sink* last_sink = nullptr;
+  auto& memo = self->state.sink_memo;
   auto sink_of = [&](RequestId id) -> const token_sink* {
     if (last_sink != nullptr && id == last_id) return last_sink;
-    auto it = sinks.find(id);
+    auto& e = memo[id & (memo.size() - 1)];
     last_id = id;
+    if (e.second != nullptr && e.first == id) return last_sink = e.second;
+    auto it = sinks.find(id);
     last_sink = it == sinks.end() ? nullptr : &it->second;
+    if (last_sink != nullptr) e = {id, last_sink};
     return last_sink;
   };
   // The common case: every event goes to one sink, which takes the step's vectors whole.
@@ -126,6 +134,7 @@ void deliver(self_ptr self, StepEvents ev, const std::string& error = {}) {
   }
   auto& kept = self->state.finished;
   for (auto& rec : self->state.policy->take_finished_records()) {
+    if (auto& e = memo[rec.id & (memo.size() - 1)]; e.first == rec.id) e = {0, nullptr};
     sinks.erase(rec.id);
     // Nobody may be reading the records (no metrics scrape): keep the newest ones only.
     if (kept.size() >= max_kept_records)
