@@ -175,42 +175,44 @@ std::optional<BlockCopy> BlockManager::append(SeqId seq, std::span<const TokenId
   Sequence& s = get(seq);
   if (blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
     throw std::logic_error("BlockManager::append: no room (call can_append first)");
-  return append_unchecked(s, tokens);
+  Appended out;
+  append_unchecked(s, tokens, out);
+  if (!out.copied) return std::nullopt;
+  return out.copy;
 }
 
-std::optional<BlockManager::Appended> BlockManager::try_append(SeqId seq,
-                                                               std::span<const TokenId> tokens,
-                                                               std::uint32_t computed_tokens) {
+bool BlockManager::try_append(SeqId seq, std::span<const TokenId> tokens, std::uint32_t computed_tokens,
+                              Appended& out) {
   Sequence& s = get(seq);
   if (s.swapped ||
       blocks_to_append(s, static_cast<std::uint32_t>(tokens.size())) > device_.num_available())
-    return std::nullopt;
-  const auto old_size = static_cast<std::uint32_t>(s.table.size());
-  Appended out{append_unchecked(s, tokens), old_size};
+    return false;
+  out.first_changed = static_cast<std::uint32_t>(s.table.size());
+  append_unchecked(s, tokens, out);
   // A copy-on-write replaced the block being filled: the table changed from there.
-  if (out.copy) out.first_changed = static_cast<std::uint32_t>(block_of(s.tokens.size() - tokens.size()));
+  if (out.copied) out.first_changed = static_cast<std::uint32_t>(block_of(s.tokens.size() - tokens.size()));
   mark_computed(s, computed_tokens);
-  return out;
+  return true;
 }
 
-std::optional<BlockCopy> BlockManager::append_unchecked(Sequence& s,
-                                                        std::span<const TokenId> tokens) {
+void BlockManager::append_unchecked(Sequence& s, std::span<const TokenId> tokens, Appended& out) {
   const auto n = static_cast<std::uint32_t>(tokens.size());
   const std::size_t len = s.tokens.size();
   const std::size_t idx = block_of(len);
-  std::optional<BlockCopy> copy;
+  out.copied = false;
   if (n > 0 && idx < s.table.size() && device_.ref_count(s.table[idx]) > 1) {
     const BlockId old = s.table[idx];
     const BlockId fresh = device_.allocate();
     device_.set_filled(fresh, device_.filled(old));
     device_.release(old);
     s.table[idx] = fresh;
-    copy = BlockCopy{old, fresh};
+    out.copied = true;
+    out.copy.src = old;
+    out.copy.dst = fresh;
   }
   const std::uint32_t want = blocks_for(static_cast<std::uint32_t>(len) + n);
   while (s.table.size() < want) s.table.push_back(device_.allocate());
   fill_slots(s, tokens);
-  return copy;
 }
 
 void BlockManager::mark_computed(SeqId seq, std::uint32_t num_tokens) {

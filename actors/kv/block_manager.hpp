@@ -67,15 +67,18 @@ class BlockManager {
   // copy must run before the step writes into it).
   std::optional<BlockCopy> append(SeqId seq, std::span<const TokenId> tokens);
   // The decode path in one call, as the block-manager actor uses it: check, append and
-  // mark_computed(computed_tokens) together. nullopt when there is no room or the sequence is
-  // swapped out (nothing changes); otherwise the copy-on-write to perform, if any, and where
-  // the block table changed: table[first_changed:] is new (first_changed = its size: unchanged).
+  // mark_computed(computed_tokens) together. false when there is no room or the sequence is
+  // swapped out (nothing changes); otherwise `out` says the copy-on-write to perform, if any,
+  // and where the block table changed: table[first_changed:] is new (first_changed = its size:
+  // unchanged). Plain fields and an out-parameter, not optionals: on this per-sequence path
+  // GCC 12 assembled the optionals through the stack and stalled on store forwarding.
   struct Appended {
-    std::optional<BlockCopy> copy;
+    bool copied = false;  // a copy-on-write replaced the block being filled: `copy` runs first
+    BlockCopy copy;
     std::uint32_t first_changed = 0;
   };
-  std::optional<Appended> try_append(SeqId seq, std::span<const TokenId> tokens,
-                                     std::uint32_t computed_tokens);
+  bool try_append(SeqId seq, std::span<const TokenId> tokens, std::uint32_t computed_tokens,
+                  Appended& out);
   // The first `num_tokens` tokens of `seq` have their KV written (or will have, by the end of
   // the step being planned: KV writes precede attention reads within a step). Their full blocks
   // become reusable through the prefix cache. Monotone; smaller values are ignored.
@@ -130,7 +133,8 @@ class BlockManager {
   bool caching() const { return opt_.prefix_caching && opt_.mode == AllocationMode::paged; }
   std::uint64_t block_hash(std::uint64_t parent, std::span<const TokenId> block) const;
   void register_computed_blocks(Sequence&);
-  std::optional<BlockCopy> append_unchecked(Sequence&, std::span<const TokenId> tokens);
+  // Sets out.copied and out.copy (not first_changed).
+  void append_unchecked(Sequence&, std::span<const TokenId> tokens, Appended& out);
   void mark_computed(Sequence&, std::uint32_t num_tokens);
   // Writes tokens into the slots that follow s.tokens, updating fill counts; table must cover them.
   void fill_slots(Sequence& s, std::span<const TokenId> tokens);

@@ -25,15 +25,15 @@ void grow(BlockManager& bm, const ReserveRequest& req, const SeqGrowth& g, Reser
     return;
   }
   // No room either when not on the device (its swap-in in this same request was refused).
-  const auto appended = bm.try_append(g.seq, tokens, g.computed_tokens);
-  if (!appended) {
+  BlockManager::Appended appended;
+  if (!bm.try_append(g.seq, tokens, g.computed_tokens, appended)) {
     r.no_room.push_back(g.seq);
     return;
   }
-  if (appended->copy) r.copies.push_back(*appended->copy);
+  if (appended.copied) r.copies.push_back(appended.copy);
   const auto t = bm.block_table(g.seq);
-  if (appended->first_changed < t.size())
-    r.tables.push_back({g.seq, appended->first_changed, {t.begin() + appended->first_changed, t.end()}});
+  if (appended.first_changed < t.size())
+    r.tables.push_back({g.seq, appended.first_changed, {t.begin() + appended.first_changed, t.end()}});
 }
 }  // namespace
 

@@ -151,7 +151,10 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
   step.swap_in = reply.swap_in;
   step.seqs.reserve(planned_.size());
   std::size_t kept = 0;
-  for (Work w : planned_) {
+  for (std::size_t i = 0; i < planned_.size(); ++i) {
+    // In place, not a copy: a copy stalled on store forwarding for every sequence (see
+    // plan_request_work). Entries dropped here lie past `kept` and are cut off below.
+    Work& w = planned_[i];
     Request* r = live(w);
     if (r == nullptr || (!dropped.empty() && dropped.contains(w.request))) continue;
     Seq& s = r->seqs[w.sample];
@@ -168,7 +171,8 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       (decode ? current_.decode_tokens : current_.prefill_tokens) += w.end - w.begin;
     }
     add_work(*r, s, w, step);
-    planned_[kept++] = w;
+    if (kept != i) planned_[kept] = w;
+    ++kept;
   }
   planned_.resize(kept);
   // Sequences to forget ride on a step the shards will receive (the actor skips empty ones).

@@ -41,8 +41,9 @@ double append_step_us(std::uint32_t n, const KvBenchOptions& opt) {
   for (std::uint32_t i = 0; i < steps; ++i) {
     const TokenId tok[1] = {next[i]};
     samples.push_back(time_us([&] {
+      BlockManager::Appended out;
       for (SeqId s = 0; s < n; ++s)
-        if (!bm.try_append(s, tok, prompt + i + 1)) std::abort();  // sized so this never happens
+        if (!bm.try_append(s, tok, prompt + i + 1, out)) std::abort();  // sized so this never happens
     }));
   }
   return median(std::move(samples));

@@ -203,7 +203,9 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   const auto close = tt::tolerance(1e-5);
   BOOST_TEST(got.name == want.name);
   BOOST_TEST(got.link == want.link);
-  BOOST_TEST(got.memory_bytes == want.memory_bytes, close);  // whole MiB
+  // Written in whole MiB: within half a MiB (relative, that is 1.1e-5 of this machine's 24,105.3
+  // MiB, beyond the rates' 1e-5).
+  BOOST_TEST(std::abs(got.memory_bytes - want.memory_bytes) <= 0.5 * 1024 * 1024);
   BOOST_TEST(got.bandwidth == want.bandwidth, close);
   BOOST_TEST(got.flops == want.flops, close);
   BOOST_TEST(got.link_bandwidth == want.link_bandwidth, close);
