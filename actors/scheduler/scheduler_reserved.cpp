@@ -160,15 +160,19 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
     Seq& s = r->seqs[w.sample];
     if (!w.padding) {
       if (!no_room.empty() && no_room.contains(s.id)) continue;
-      w.begin = std::max(w.begin, s.computed);
-      if (w.begin >= w.end && w.num_samples == 0) continue;
-      if (w.begin >= w.end) w.begin = w.end - 1;  // a sampling position is always computed
-      const bool decode = !w.admit && w.end - w.begin == 1 && s.computed + 1 == s.tokens.size() &&
+      // In locals, stored once: w.begin written and then read back with w.end as one 8-byte
+      // load (GCC's vectorized compare) stalled on store forwarding for every sequence.
+      const std::uint32_t end = w.end;
+      std::uint32_t begin = std::max(w.begin, s.computed);
+      if (begin >= end && w.num_samples == 0) continue;
+      if (begin >= end) begin = end - 1;  // a sampling position is always computed
+      w.begin = begin;
+      const bool decode = !w.admit && end - begin == 1 && s.computed + 1 == s.tokens.size() &&
                           s.generated > 0;
-      if (w.end > s.slots) s.maybe_shared_tail = false;  // grew: any copy-on-write is done
-      s.slots = std::max(s.slots, w.end);
-      s.computed = w.end;
-      (decode ? current_.decode_tokens : current_.prefill_tokens) += w.end - w.begin;
+      if (end > s.slots) s.maybe_shared_tail = false;  // grew: any copy-on-write is done
+      s.slots = std::max(s.slots, end);
+      s.computed = end;
+      (decode ? current_.decode_tokens : current_.prefill_tokens) += end - begin;
     }
     add_work(*r, s, w, step);
     if (kept != i) planned_[kept] = w;
