@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace actorlm::kernels::cuda {
@@ -36,6 +37,11 @@ void with_type(ActDtype d, F&& f) {
 template <class F>
 void with_types(ActDtype a, ActDtype b, F&& f) {
   with_type(a, [&](auto* x) { with_type(b, [&](auto* y) { f(x, y); }); });
+}
+
+// A launcher's argument check: std::invalid_argument("cuda kernels: " + what) when !ok.
+inline void require(bool ok, const std::string& what) {
+  if (!ok) throw std::invalid_argument("cuda kernels: " + what);
 }
 
 template <class Tag>

@@ -87,10 +87,6 @@ unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(blocks < 65536 ? blocks : 65536);
 }
 
-void require(bool ok, const char* what) {
-  if (!ok) throw std::invalid_argument(std::string("cuda kernels: ") + what);
-}
-
 }  // namespace
 
 void rms_norm(const RmsNormParams& p, cudaStream_t stream) {

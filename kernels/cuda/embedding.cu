@@ -27,8 +27,8 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 
 void embedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  if (!p.table || !p.ids || !p.out) throw std::invalid_argument("cuda kernels: embedding: null pointer");
-  if (p.vocab <= 0 || p.hidden <= 0) throw std::invalid_argument("cuda kernels: embedding: empty table");
+  require(p.table && p.ids && p.out, "embedding: null pointer");
+  require(p.vocab > 0 && p.hidden > 0, "embedding: empty table");
   with_types(p.table_dtype, p.out_dtype, [&](auto* w, auto* a) {
     embedding_kernel<ElementOf<decltype(w)>, ElementOf<decltype(a)>><<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
   });

@@ -36,10 +36,9 @@ __global__ void reshape_and_cache_kernel(KvWriteParams p) {
 
 void reshape_and_cache(const KvWriteParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return;
-  if (!p.k || !p.v || !p.slots || !p.k_plane || !p.v_plane)
-    throw std::invalid_argument("cuda kernels: reshape_and_cache: null pointer");
-  if (p.kv_heads <= 0 || p.head_dim <= 0 || p.block_size == 0 || p.row_stride < std::int64_t(p.kv_heads) * p.head_dim)
-    throw std::invalid_argument("cuda kernels: reshape_and_cache: bad shape");
+  require(p.k && p.v && p.slots && p.k_plane && p.v_plane, "reshape_and_cache: null pointer");
+  require(p.kv_heads > 0 && p.head_dim > 0 && p.block_size > 0 && p.row_stride >= std::int64_t(p.kv_heads) * p.head_dim,
+          "reshape_and_cache: bad shape");
   with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
     reshape_and_cache_kernel<ElementOf<decltype(a)>, ElementOf<decltype(c)>>
         <<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);

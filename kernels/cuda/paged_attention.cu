@@ -98,9 +98,7 @@ __global__ void decode_merge_kernel(DecodeAttentionParams p, std::uint32_t chunk
   }
 }
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("cuda kernels: decode_attention: " + what);
-}
+void check(bool ok, const std::string& what) { require(ok, "decode_attention: " + what); }
 
 }  // namespace
 
@@ -111,12 +109,12 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (p.seqs == 0) return;
-  require(p.q && p.k_plane && p.v_plane && p.block_tables && p.context_lens && p.out && p.workspace, "null pointer");
-  require(p.head_dim == 64 || p.head_dim == 128, "head_dim " + std::to_string(p.head_dim) + " (64 or 128)");
-  require(p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, "query heads must be a multiple of KV heads");
-  require(p.block_size > 0 && p.chunk_positions % p.block_size == 0 && p.chunk_positions <= max_chunk_positions,
+  check(p.q && p.k_plane && p.v_plane && p.block_tables && p.context_lens && p.out && p.workspace, "null pointer");
+  check(p.head_dim == 64 || p.head_dim == 128, "head_dim " + std::to_string(p.head_dim) + " (64 or 128)");
+  check(p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, "query heads must be a multiple of KV heads");
+  check(p.block_size > 0 && p.chunk_positions % p.block_size == 0 && p.chunk_positions <= max_chunk_positions,
           "chunk_positions must be a multiple of the block size, at most " + std::to_string(max_chunk_positions));
-  require(p.max_context > 0 && p.max_context <= std::uint64_t(p.max_blocks_per_seq) * p.block_size,
+  check(p.max_context > 0 && p.max_context <= std::uint64_t(p.max_blocks_per_seq) * p.block_size,
           "max_context past the block tables");
   const std::uint32_t chunks = chunks_of(p.max_context, p.chunk_positions);
   with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {

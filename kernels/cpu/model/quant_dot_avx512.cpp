@@ -18,7 +18,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 // After the includes, so that the headers' inline functions (merged across files by the linker)
 // stay compiled for the baseline CPU.
