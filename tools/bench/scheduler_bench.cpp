@@ -8,6 +8,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/binary_serializer.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
@@ -92,10 +93,19 @@ shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer se
   }};
 }
 
-scheduler::token_sink::behavior_type counting_sink(scheduler::token_sink::pointer,
-                                                   std::atomic<std::uint64_t>* n) {
+// Counts the tokens it receives, and the finishes (none is expected while measuring: every
+// request runs longer than the measurement), keeping the last one's reason.
+struct SinkCounts {
+  std::atomic<std::uint64_t> tokens{0};
+  std::atomic<std::uint64_t> finished{0};
+  std::atomic<int> last_reason{-1};
+};
+
+scheduler::token_sink::behavior_type counting_sink(scheduler::token_sink::pointer, SinkCounts* n) {
   return {[n](const scheduler::SinkBatch& b) {
-    n->fetch_add(b.tokens.size(), std::memory_order_relaxed);
+    n->tokens.fetch_add(b.tokens.size(), std::memory_order_relaxed);
+    n->finished.fetch_add(b.finished.size(), std::memory_order_relaxed);
+    if (!b.finished.empty()) n->last_reason = static_cast<int>(b.finished.back().reason);
   }};
 }
 
@@ -116,14 +126,26 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   engine::Engine eng(sys, cfg, {blocks, 0}, [&probe](caf::actor_system& s, std::uint32_t, std::uint32_t) {
     return s.spawn(zero_cost_shard, &probe);
   });
-  std::atomic<std::uint64_t> tokens{0};
-  auto sink = sys.spawn(counting_sink, &tokens);
-  for (std::uint32_t i = 0; i < running; ++i) {
-    scheduler::RequestSpec spec;
-    spec.id = i + 1;
-    spec.prompt.assign(16, kv::TokenId(i % 1000));
-    spec.max_tokens = max_tokens;
-    eng.submit(std::move(spec), sink);
+  SinkCounts counts;
+  auto sink = sys.spawn(counting_sink, &counts);
+  // Every request sent before any answer is awaited: one blocking submit after another took
+  // long enough on a loaded machine (a round trip each, while the first requests decoded alone
+  // at a few microseconds a step) for the first ones to finish before the last was in.
+  {
+    caf::scoped_actor self{sys};
+    for (std::uint32_t i = 0; i < running; ++i) {
+      scheduler::RequestSpec spec;
+      spec.id = i + 1;
+      spec.prompt.assign(16, kv::TokenId(i % 1000));
+      spec.max_tokens = max_tokens;
+      self->send(eng.actors().scheduler, std::move(spec), sink);
+    }
+    std::uint32_t answered = 0;
+    self->receive_for(answered, running)([&](scheduler::SubmitStatus status) {
+      if (status != scheduler::SubmitStatus::accepted)
+        throw std::runtime_error("bench scheduler: a request was refused (status " +
+                                 std::to_string(static_cast<int>(status)) + ")");
+    });
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   auto wait_until = [&](auto done, const char* what) {
@@ -142,8 +164,12 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   wait_until([&] {
     const auto st = eng.stats();
     if (st.counts.running + st.counts.waiting + st.counts.swapped < running)
-      throw std::runtime_error("bench scheduler: requests finished before all were submitted "
-                               "(the machine is too loaded for this measurement)");
+      throw std::runtime_error("bench scheduler: requests finished before all were running (running " +
+                               std::to_string(st.counts.running) + ", waiting " + std::to_string(st.counts.waiting) +
+                               ", swapped " + std::to_string(st.counts.swapped) + ", steps " +
+                               std::to_string(st.steps) + ", finishes seen " + std::to_string(counts.finished.load()) +
+                               ", last reason " + std::to_string(counts.last_reason.load()) +
+                               (st.healthy ? "" : ", engine failed: " + st.failure) + ")");
     return st.counts.running == running && st.counts.waiting == 0;
   }, "every request to run");
   eng.take_step_records();
