@@ -1,10 +1,14 @@
 // The sim shard: per step, one pass over the sequences (their shape for the cost model and
-// their tokens), one response promise, one delayed message to itself. Nothing else allocates.
+// their tokens), and the answer scheduled on the actor clock for the moment the modelled step
+// ends. Nothing else allocates.
 #include "sim/backend/sim_shard.hpp"
 
 #include "kernels/splitmix64.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/mailbox_element.hpp>
+#include <caf/response_promise.hpp>
 #include <caf/sec.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -74,11 +78,23 @@ kv::TokenId nth_not_excluded(std::uint64_t j, const std::vector<kv::TokenId>& ex
   return static_cast<kv::TokenId>(t);
 }
 
+// -log(vocab): the same for every draw of a run, so computed when the vocabulary changes (a
+// logf per token was ~1 % of a simulation).
+float uniform_logprob_of(std::uint32_t vocab_size) {
+  thread_local std::uint32_t vocab = 0;
+  thread_local float logprob = 0;
+  if (vocab_size != vocab) {
+    vocab = vocab_size;
+    logprob = -std::log(static_cast<float>(vocab_size));
+  }
+  return logprob;
+}
+
 }  // namespace
 
 SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
                  std::uint32_t generated) {
-  const float uniform_logprob = -std::log(static_cast<float>(m.vocab_size));
+  const float uniform_logprob = uniform_logprob_of(m.vocab_size);
   // The common case, with nothing to allocate: no bias and no stop ids banned now, so the EOS
   // alone is banned, which sim_token already avoids.
   if (s.logit_bias.empty() && (generated >= s.min_tokens || s.min_tokens_stop_ids.empty()))
@@ -191,18 +207,28 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
 
 namespace {
 
-using sim_done_atom = caf::atom_constant<caf::atom("sim_done")>;
-
-using sim_shard_actor = caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>,
-                                         caf::reacts_to<sim_done_atom, std::uint64_t>>;
+using sim_shard_actor = caf::typed_actor<caf::replies_to<shard::Step>::with<shard::StepResult>>;
 
 struct SimShardState {
   std::shared_ptr<const SimShardModel> model;
   SimSequences seqs;
-  // Steps whose modelled time is running: a scheduler has one in flight; more are served too.
-  std::vector<std::pair<shard::StepResult, caf::typed_response_promise<shard::StepResult>>> pending;
   static inline const char* name = "sim_shard";
 };
+
+// Answers the request being handled at `t` on the actor clock (virtual or wall): the clock
+// delivers the response itself, so a step costs one clock entry and no message to the shard.
+// Steps may overlap; each answer comes at its own time.
+caf::result<shard::StepResult> answer_at(sim_shard_actor::pointer self, caf::actor_clock::time_point t,
+                                         shard::StepResult r) {
+  auto rp = self->make_response_promise();  // marks the request answered
+  if (!rp.pending()) return caf::delegated<shard::StepResult>{};  // an anonymous send: nobody waits
+  if (!rp.stages().empty())  // the engine asks directly; a forwarding chain would need its own path
+    return caf::make_error(caf::sec::runtime_error, "sim shard: a forwarded step request");
+  self->clock().schedule_message(
+      t, rp.source(),
+      caf::make_mailbox_element(self->ctrl(), rp.id().response_id(), {}, std::move(r)));
+  return caf::delegated<shard::StepResult>{};
+}
 
 bool faulty(const SimShardModel& m, std::uint32_t rank, const shard::Step& step) {
   return m.fault != config::SimFault::none && step.id == m.fault_step && rank == m.fault_rank;
@@ -235,21 +261,8 @@ sim_shard_actor::behavior_type sim_shard(sim_shard_actor::stateful_pointer<SimSh
           if (m.fault == config::SimFault::exit) self->quit(fault_error(m, rank));
           return fault_error(m, rank);
         }
-        const auto delay = std::chrono::nanoseconds(r.duration_ns);
-        auto rp = self->make_response_promise<shard::StepResult>();
-        self->state.pending.emplace_back(std::move(r), rp);
-        self->delayed_send(self, delay, sim_done_atom::value, step.id);
-        return rp;
-      },
-      [self](sim_done_atom, std::uint64_t id) {
-        auto& pending = self->state.pending;
-        auto it = std::find_if(pending.begin(), pending.end(),
-                               [id](const auto& p) { return p.first.step_id == id; });
-        if (it == pending.end()) return;
-        auto rp = std::move(it->second);
-        auto result = std::move(it->first);
-        pending.erase(it);
-        rp.deliver(std::move(result));
+        const auto end = self->clock().now() + std::chrono::nanoseconds(r.duration_ns);
+        return answer_at(self, end, std::move(r));
       },
   };
 }
