@@ -27,13 +27,26 @@ namespace {
 
 constexpr std::uint32_t max_top_logprobs = 20;
 
-// splitmix64 (a bijection with good avalanche) chained over the coordinates, innermost first.
-std::uint64_t draw_hash(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
-                        std::uint32_t sample, std::uint64_t position) {
-  std::uint64_t h = kernels::splitmix64((std::uint64_t{sample} << 40) ^ position);
-  h = kernels::splitmix64(request ^ h);
-  h = kernels::splitmix64(request_seed ^ h);
-  return kernels::splitmix64(sim_seed ^ h);
+// splitmix64 (a bijection with good avalanche) chained over the coordinates: the sequence's
+// (request, request seed, sim seed) into a key, kept per sequence by SimSequences, then the
+// key with (sample, position): two rounds per token.
+std::uint64_t draw_key(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request) {
+  return kernels::splitmix64(sim_seed ^ kernels::splitmix64(request_seed ^ kernels::splitmix64(request)));
+}
+
+std::uint64_t draw_hash(std::uint64_t key, std::uint32_t sample, std::uint64_t position) {
+  return kernels::splitmix64(key ^ kernels::splitmix64((std::uint64_t{sample} << 40) ^ position));
+}
+
+__extension__ using uint128 = unsigned __int128;  // GCC and Clang; __extension__: no -Wpedantic note
+
+kv::TokenId token_of(std::uint64_t h, std::uint32_t vocab_size, std::int32_t avoid) {
+  // Lemire's multiply-shift maps the hash onto [0, vocab_size) with one multiplication (the
+  // 64-bit modulo it replaces was most of a draw); as uniform for a vocabulary far below 2^64.
+  auto token = static_cast<std::uint32_t>((static_cast<uint128>(h) * vocab_size) >> 64);
+  if (avoid >= 0 && token == static_cast<std::uint32_t>(avoid) && vocab_size > 1)
+    token = (token + 1) % vocab_size;
+  return static_cast<kv::TokenId>(token);
 }
 
 }  // namespace
@@ -41,13 +54,7 @@ std::uint64_t draw_hash(std::uint64_t sim_seed, std::uint64_t request_seed, shar
 kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
                       std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
                       std::int32_t avoid) {
-  const std::uint64_t h = draw_hash(sim_seed, request_seed, request, sample, position);
-  // Lemire's multiply-shift maps the hash onto [0, vocab_size) with one multiplication (the
-  // 64-bit modulo it replaces was most of a draw); as uniform for a vocabulary far below 2^64.
-  auto token = static_cast<std::uint32_t>((static_cast<unsigned __int128>(h) * vocab_size) >> 64);
-  if (avoid >= 0 && token == static_cast<std::uint32_t>(avoid) && vocab_size > 1)
-    token = (token + 1) % vocab_size;
-  return static_cast<kv::TokenId>(token);
+  return token_of(draw_hash(draw_key(sim_seed, request_seed, request), sample, position), vocab_size, avoid);
 }
 
 namespace {
@@ -90,19 +97,18 @@ float uniform_logprob_of(std::uint32_t vocab_size) {
   return logprob;
 }
 
-}  // namespace
-
-SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
-                 std::uint32_t generated) {
+// sim_draw with the sequence's draw key given (simulate_step keeps it per sequence).
+SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t key, std::uint32_t sample,
+             std::uint64_t position, std::uint32_t generated) {
   const float uniform_logprob = uniform_logprob_of(m.vocab_size);
   // The common case, with nothing to allocate: no bias and no stop ids banned now, so the EOS
   // alone is banned, which sim_token already avoids.
   if (s.logit_bias.empty() && (generated >= s.min_tokens || s.min_tokens_stop_ids.empty()))
-    return {sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id), uniform_logprob};
+    return {token_of(draw_hash(key, sample, position), m.vocab_size, m.eos_token_id), uniform_logprob};
   const auto banned = banned_tokens(m, s, generated);
   if (s.logit_bias.empty()) {
     // sim_token's draw, moved past every banned id (the EOS alone: exactly sim_token).
-    auto t = static_cast<std::uint32_t>(sim_token(m.seed, s.seed, s.request, sample, position, m.vocab_size, m.eos_token_id));
+    auto t = static_cast<std::uint32_t>(token_of(draw_hash(key, sample, position), m.vocab_size, m.eos_token_id));
     for (std::uint32_t tries = 0; contains(banned, static_cast<kv::TokenId>(t)) && tries < m.vocab_size; ++tries)
       t = (t + 1) % m.vocab_size;
     return {static_cast<kv::TokenId>(t), uniform_logprob};
@@ -123,7 +129,7 @@ SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32
   const double rest = double(m.vocab_size) - double(excluded.size());
   const double mass = biased_mass + rest;
   if (!(mass > 0)) return {m.eos_token_id >= 0 ? m.eos_token_id : 0, 0.0f};  // nothing drawable: not reachable
-  const std::uint64_t h = draw_hash(m.seed, s.seed, s.request, sample, position);
+  const std::uint64_t h = draw_hash(key, sample, position);
   const double x = double(h >> 11) * 0x1.0p-53 * mass;  // uniform in [0, mass)
   double below = 0;
   for (const auto& [token, w] : biased) {
@@ -133,6 +139,13 @@ SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32
   if (rest < 1) return {biased.back().first, static_cast<float>(std::log(biased.back().second / mass))};  // rounding
   const auto j = std::min(static_cast<std::uint64_t>(std::max(0.0, x - biased_mass)), static_cast<std::uint64_t>(rest) - 1);
   return {nth_not_excluded(j, excluded), static_cast<float>(-std::log(mass))};
+}
+
+}  // namespace
+
+SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
+                 std::uint32_t generated) {
+  return draw(m, s, draw_key(m.seed, s.seed, s.request), sample, position, generated);
 }
 
 StepShape step_shape(const shard::Step& step) {
@@ -156,11 +169,12 @@ StepShape step_shape(const shard::Step& step) {
   return s;
 }
 
-void SimSequences::apply(const shard::Step& step) {
+void SimSequences::apply(const shard::Step& step, std::uint64_t sim_seed) {
   for (kv::SeqId id : step.dropped) seqs_.erase(id);
   for (const auto& n : step.added) {
     Seq s{n.request, n.sample, n.prompt_len, n.sampling.seed, n.sampling.logprobs, n.sampling.top_logprobs,
           n.sampling.min_tokens, n.sampling.min_tokens_stop_ids, n.sampling.logit_bias};
+    s.draw_key = draw_key(sim_seed, s.seed, s.request);
     std::sort(s.min_tokens_stop_ids.begin(), s.min_tokens_stop_ids.end());
     std::sort(s.logit_bias.begin(), s.logit_bias.end(),
               [](const shard::LogitBias& a, const shard::LogitBias& b) { return a.token < b.token; });
@@ -176,7 +190,7 @@ const SimSequences::Seq& SimSequences::at(kv::SeqId id) const {
 }
 
 shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, const shard::Step& step) {
-  seqs.apply(step);
+  seqs.apply(step, m.seed);
   shard::StepResult r;
   r.step_id = step.id;
   const double seconds = m.cost.step_seconds(step_shape(step));
@@ -192,7 +206,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
     const std::uint32_t generated = w.end > s.prompt_len ? w.end - s.prompt_len : 0;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
-      const SimDraw d = sim_draw(m, s, sample, position, generated);
+      const SimDraw d = draw(m, s, s.draw_key, sample, position, generated);
       shard::SampledToken t{w.seq, d.token, d.logprob, {}};
       if (s.logprobs) {
         const std::uint32_t k = std::min({s.top_logprobs, max_top_logprobs, m.vocab_size});

@@ -51,8 +51,10 @@ class SimSequences {
     std::uint32_t min_tokens = 0;
     std::vector<kv::TokenId> min_tokens_stop_ids;  // sorted
     std::vector<shard::LogitBias> logit_bias;      // sorted by token
+    std::uint64_t draw_key = 0;  // the hash of (sim seed, seed, request) its draws start from
   };
-  void apply(const shard::Step&);  // the step's drops, then its additions
+  // The step's drops, then its additions (their draw keys made with `sim_seed`).
+  void apply(const shard::Step&, std::uint64_t sim_seed);
   // Throws std::invalid_argument for a sequence never added (or dropped).
   const Seq& at(kv::SeqId) const;
   std::size_t size() const { return seqs_.size(); }
@@ -67,7 +69,7 @@ class SimSequences {
 shard::StepResult simulate_step(const SimShardModel&, SimSequences& seqs, const shard::Step&);
 
 // The token drawn for (seed, request, sample, position): a counter-based hash (splitmix64
-// finalizer) mod vocab_size, moved to the next id when it would be `avoid` (the stop token).
+// finalizer) mapped onto [0, vocab_size), moved to the next id when it would be `avoid` (the stop token).
 kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard::RequestId request,
                       std::uint32_t sample, std::uint64_t position, std::uint32_t vocab_size,
                       std::int32_t avoid);
