@@ -101,6 +101,8 @@ struct StepRecord {
   std::uint32_t kv_used_blocks = 0;   // after the reservation
   std::uint32_t kv_total_blocks = 0;
   std::uint32_t preemptions = 0;      // groups preempted while planning this step
+  std::int64_t shard_ns = 0;          // the execution as rank 0 reported it (measured: cpu, cuda;
+                                      // modelled: sim); end - start - shard_ns: the engine's own time
 };
 
 }  // namespace actorlm::scheduler

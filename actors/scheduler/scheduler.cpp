@@ -280,6 +280,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
     }
   }
   current_.end = now;
+  current_.shard_ns = result.duration_ns;
   keep_step_record();
   planned_.clear();
   return ev;

@@ -100,7 +100,7 @@ typename Inspector::result_type inspect(Inspector& f, SchedulerCounts& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepRecord& x) {
   return f(caf::meta::type_name("StepRecord"), x.id, x.start, x.end, x.batch_size,
-           x.prefill_tokens, x.decode_tokens, x.kv_used_blocks, x.kv_total_blocks, x.preemptions);
+           x.prefill_tokens, x.decode_tokens, x.kv_used_blocks, x.kv_total_blocks, x.preemptions, x.shard_ns);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestRecord& x) {

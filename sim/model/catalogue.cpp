@@ -64,6 +64,11 @@ class EntryReader {
     if (!reader_.has(key)) return absent;
     return count(key, lo, hi);
   }
+  bool optional_bool(std::string_view key, bool absent) {
+    bool v = absent;
+    reader_.boolean(key, v);  // keeps `absent` when the key is not written
+    return v;
+  }
   float positive_float(std::string_view key) {
     double v = 0;
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded, /*lo_open=*/true});
@@ -170,6 +175,7 @@ Hardware read_gpu(std::string key, EntryReader& r) {
   h.attention_flops = r.optional_positive("attention_tflops", tera, 0);
   h.prefill_attention_flops = r.optional_positive("prefill_attention_tflops", tera, 0);
   h.step_overhead = r.optional_positive("step_overhead_us", micro, 0);
+  h.memory_overlaps_compute = r.optional_bool("memory_overlaps_compute", true);
   r.finish();
   return h;
 }

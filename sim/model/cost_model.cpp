@@ -84,17 +84,22 @@ StepCost CostModel::step(const StepShape& s) const {
   // A ring step's pace: its slowest hop, the network when the ring spans nodes.
   const double ring_bandwidth = across ? std::min(link, net_.bandwidth) : link;
   const double ring_latency = across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
-  auto roofline = [&](double f, double bytes) { return std::max(f / flops, bytes / bandwidth); };
+  // A kernel's time from its arithmetic and its memory traffic: the longer of the two when they
+  // overlap (a GPU's roofline), their sum when they do not (the cpu backend).
+  auto combine = [&](double compute_s, double memory_s) {
+    return hw_.memory_overlaps_compute ? std::max(compute_s, memory_s) : compute_s + memory_s;
+  };
+  auto roofline = [&](double f, double bytes) { return combine(f / flops, bytes / bandwidth); };
   const double decode_attention_flops = hw_.attention_flops > 0 ? hw_.attention_flops : flops;
   const double prefill_attention_flops =
       hw_.prefill_attention_flops > 0 ? hw_.prefill_attention_flops : decode_attention_flops;
-  auto attention = [&](double rate, double f, double bytes) { return std::max(f / rate, bytes / bandwidth); };
+  auto attention = [&](double rate, double f, double bytes) { return combine(f / rate, bytes / bandwidth); };
   const double wb = model_.weight_bytes;  // bytes per weight
   // A GEMM of `rows` rows over `w` weights that also reads and writes `io_bytes`.
   auto gemm = [&](double rows, double w, double io_bytes) {
     const bool few = hw_.small_gemm_rows > 0 && rows < hw_.small_gemm_rows;
     const double f = 2 * rows * w, bytes = wb * w + io_bytes;
-    if (few) return std::max(f / hw_.small_gemm_flops, bytes / bandwidth);
+    if (few) return combine(f / hw_.small_gemm_flops, bytes / bandwidth);
     return roofline(f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
   };
 

@@ -1,5 +1,8 @@
 #include "tools/bench/calibrate.hpp"
 
+#include "actors/engine/completions.hpp"
+#include "actors/engine/engine.hpp"
+#include "actors/serving/served_model.hpp"
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "actors/shard/cpu/cpu_shard.hpp"
 #include "kernels/cpu/model/matmul.hpp"
@@ -8,6 +11,8 @@
 #include "tools/bench/cpu_bench.hpp"
 #include "tools/bench/timing.hpp"
 
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
 #include <spdlog/fmt/fmt.h>
 
 #include <algorithm>
@@ -37,6 +42,12 @@ sim::Hardware free_hardware(std::uint32_t small_rows) {
   h.bandwidth = h.flops = h.link_bandwidth = h.host_bandwidth = inf;
   h.small_gemm_rows = small_rows;
   h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = inf;
+  // The cpu backend's threads read a weight panel, then compute on it: a kernel's memory time
+  // adds to its arithmetic (measured: a decode step of 1 row costs the weights' read time plus
+  // one row's arithmetic, and each further row adds the same). This also keeps the model linear
+  // in the fitted parameters once the memory time, known from the measured bandwidth, is set
+  // aside: fit and prediction then use the same model.
+  h.memory_overlaps_compute = false;
   return h;
 }
 
@@ -239,14 +250,19 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
                    std::vector<CalibrationPoint> points, double read_bytes_per_s) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
+  // The part of each step the fit does not choose: its memory traffic at the measured bandwidth.
+  sim::Hardware memory_only = free_hardware(small_rows);
+  memory_only.bandwidth = memory_only.host_bandwidth = read_bytes_per_s / tp;
+  const sim::CostModel memory_model(m, memory_only, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
   std::vector<std::vector<double>> a;
   std::vector<double> b;
   for (const auto& p : points) {
-    const auto phi = features(m, tp, block_size, small_rows, step_shape(p.shape, repeats));
+    const auto shape = step_shape(p.shape, repeats);
+    const auto phi = features(m, tp, block_size, small_rows, shape);
     std::vector<double> row(used);
     for (std::size_t k = 0; k < used; ++k) row[k] = phi[k] / p.measured_s;  // relative error
     a.push_back(std::move(row));
-    b.push_back(1.0);
+    b.push_back(1.0 - memory_model.step_seconds(shape) / p.measured_s);
   }
   // Columns scaled to unit maximum (their rates span 15 orders of magnitude), unscaled after, so
   // that the solver's normal equations stay well conditioned.
@@ -306,6 +322,33 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   f.rms_relative_error = points.empty() ? 0 : std::sqrt(sq / double(points.size()));
   f.points = std::move(points);
   return f;
+}
+
+// The engine's own time per step (planning, the block manager's round trip, the hops to and
+// from the shard actor, the delivery): `requests` requests of 32 tokens decoding together through
+// an in-process engine on the cpu backend, each step's wall time less the execution its shard
+// measured (median over the steps). The simulator charges it once per step (step_overhead_us);
+// the grid above times the shards alone.
+double measure_engine_overhead(config::Config cfg, std::uint32_t requests) {
+  caf::actor_system_config sc;
+  serving::configure_actor_system(sc);
+  caf::actor_system sys{sc};
+  serving::ServedModel m(sys, cfg);
+  engine::Completions done(sys, 1, {}, m.engine().actors().scheduler);
+  const auto prompt = m.chat_prompt({{"user", "Count from one to twenty, please."}});
+  for (std::uint32_t i = 1; i <= requests; ++i) {
+    auto spec = m.request(i, prompt, 32);
+    spec.stop_token_ids.clear();  // each runs its 32 tokens
+    if (m.engine().submit(std::move(spec), done.sink()) != scheduler::SubmitStatus::accepted)
+      throw std::runtime_error("calibrate: the engine refused a request of the overhead measurement");
+  }
+  if (!done.wait_finished(requests, std::chrono::minutes(5)))
+    throw std::runtime_error("calibrate: the overhead measurement did not finish: " + done.failure());
+  std::vector<double> own;
+  for (const auto& r : m.engine().take_step_records())
+    if (r.batch_size > 0 && r.shard_ns > 0) own.push_back(std::max<double>(0, double(r.end - r.start - r.shard_ns)) * 1e-9);
+  if (own.empty()) throw std::runtime_error("calibrate: the overhead measurement recorded no step");
+  return median(std::move(own));
 }
 
 std::string fixed_g(double v) { return fmt::format("{:.6g}", v); }
@@ -497,6 +540,13 @@ Calibration run_calibration(const CalibrateOptions& o) {
       points.push_back(std::move(p));
     }
     CalibrationFit f = fit(out.model, tp, block_size, o.repeats, std::move(points), out.read_bytes_per_s);
+    shards.clear();  // their memory and threads, before the engine loads its own
+    config::Config engine_cfg = o.config;
+    engine_cfg.engine.backend = config::Backend::cpu;
+    engine_cfg.engine.tensor_parallel_degree = tp;
+    f.hardware.step_overhead = measure_engine_overhead(engine_cfg, 8);
+    say(fmt::format("tp {}: the engine's own time per step (8 requests through an in-process engine): {:.0f} us", tp,
+                    f.hardware.step_overhead * 1e6));
     f.threads_per_rank = backend.threads_per_rank;
     f.hardware.key = fmt::format("{}-tp{}", o.name, tp);
     f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
@@ -532,6 +582,10 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     t += "compute_efficiency = 1\nmemory_efficiency = 1\nlink_efficiency = 1\n";
     t += fmt::format("kernel_launch_us = {}        # fitted: per operator\n", fixed_g(h.kernel_launch * 1e6));
     t += "cuda_context_mib = 0\n";
+    t += "memory_overlaps_compute = false  # a kernel's memory time adds to its arithmetic on this CPU\n";
+    if (h.step_overhead > 0)
+      t += fmt::format("step_overhead_us = {}        # measured: the engine's own time per step\n",
+                       fixed_g(h.step_overhead * 1e6));
     if (h.small_gemm_rows > 0) {
       t += fmt::format("small_gemm_rows = {}\n", h.small_gemm_rows);
       t += fmt::format("small_gemm_tflops = {}       # fitted\n", fixed_g(h.small_gemm_flops / 1e12));

@@ -249,3 +249,15 @@ BOOST_AUTO_TEST_CASE(auto_preemption_recomputes_when_recomputing_is_cheaper) {
   BOOST_TEST(c.swapped == 0u);
   BOOST_TEST(c.waiting == 1u);
 }
+
+BOOST_AUTO_TEST_CASE(a_step_record_keeps_the_execution_time_its_shard_reported) {
+  Harness h(base(config::Batching::continuous));
+  BOOST_REQUIRE(h.submit(spec(1, 8, 3)) == SubmitStatus::accepted);
+  BOOST_TEST(h.step(2'500'000));
+  BOOST_TEST(h.step(700'000));
+  const auto records = h.scheduler().take_step_records();
+  BOOST_REQUIRE(records.size() == 2u);
+  BOOST_TEST(records[0].shard_ns == 2'500'000);
+  BOOST_TEST(records[1].shard_ns == 700'000);
+  BOOST_TEST(records[1].end - records[1].start == 700'000);  // the harness's clock moves by the step alone
+}

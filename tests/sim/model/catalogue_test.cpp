@@ -244,6 +244,7 @@ BOOST_AUTO_TEST_CASE(leaves_every_optional_term_at_zero_when_its_key_is_absent) 
       BOOST_TEST(h.attention_flops == 0, h.key);
       BOOST_TEST(h.prefill_attention_flops == 0, h.key);
       BOOST_TEST(h.step_overhead == 0, h.key);
+      BOOST_TEST(h.memory_overlaps_compute, h.key);  // GPUs: the roofline
     }
     BOOST_TEST_REQUIRE(!c.all_models().empty());
     for (const ModelPreset& m : c.all_models())  // the cpu backend's quantized file aside (below)
@@ -269,7 +270,8 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
       "gemm_dequant_gweights_per_s = 3\n"
       "attention_tflops = 0.25\n"
       "prefill_attention_tflops = 0.75\n"
-      "step_overhead_us = 40\n");
+      "step_overhead_us = 40\n"
+      "memory_overlaps_compute = false\n");
   const std::string models = std::string(good_models) + "bytes_per_weight = 0.5625\n";
   const Catalogue c = Catalogue::parse(hardware, "hw.toml", models, "m.toml");
   const Hardware& h = c.hardware("x");
@@ -279,6 +281,7 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
   BOOST_TEST(h.attention_flops == 0.25e12, tt::tolerance(1e-12));
   BOOST_TEST(h.prefill_attention_flops == 0.75e12, tt::tolerance(1e-12));
   BOOST_TEST(h.step_overhead == 40e-6, tt::tolerance(1e-12));            // us -> s
+  BOOST_TEST(!h.memory_overlaps_compute);
   BOOST_TEST(c.model("tiny").weight_bytes == 0.5625);                    // bytes, as written
   BOOST_TEST(h.flops == 10e12, tt::tolerance(1e-12));                    // the required keys as before
 }
@@ -314,6 +317,8 @@ BOOST_AUTO_TEST_CASE(range_checks_the_optional_keys_like_the_required_ones) {
              "hw.toml:19:20: gpu.x.step_overhead_us: expected a number > 0, found 0");
   BOOST_TEST(error_of(good_hardware, std::string(good_models) + "bytes_per_weight = -1\n") ==
              "m.toml:22:20: model.tiny.bytes_per_weight: expected a number > 0, found -1");
+  BOOST_TEST(error_of(hardware_with("memory_overlaps_compute = 0\n"), good_models) ==
+             "hw.toml:19:27: gpu.x.memory_overlaps_compute: expected a boolean (true or false), found an integer (0)");
   const std::string what = error_of(hardware_with("attention_tflop = 1\n"), good_models);
   BOOST_TEST(what.find("hw.toml:19:1: gpu.x.attention_tflop:") != std::string::npos, what);  // a typo is unknown
 }

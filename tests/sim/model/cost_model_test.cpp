@@ -327,6 +327,32 @@ BOOST_AUTO_TEST_CASE(without_optional_terms_a_tiny_decode_step_is_the_roofline_w
   BOOST_TEST(c[Op::host] == 0);
 }
 
+BOOST_AUTO_TEST_CASE(without_overlap_a_kernel_takes_its_arithmetic_plus_its_memory_traffic) {
+  // The cpu backend's kernels read, then compute: each GEMM and the attention cost the compute
+  // side of the roofline (5e11 FLOP/s, 2 layers) plus its memory side (decode8, at 5e10 B/s).
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, decode_batch(8, 100));
+  hw.memory_overlaps_compute = false;
+  const auto tol = tt::tolerance(1e-12);
+  const StepCost c = tiny_step(hw, decode_batch(8, 100));
+  BOOST_TEST(c[Op::qkv] == 2 * (2 * 8 * 8192) / 5e11 + decode8::qkv, tol);
+  BOOST_TEST(c[Op::attention_out] == 2 * (2 * 8 * 4096) / 5e11 + decode8::out, tol);
+  BOOST_TEST(c[Op::ffn_up] == 2 * (2 * 8 * 16384) / 5e11 + decode8::up, tol);
+  BOOST_TEST(c[Op::ffn_down] == 2 * (2 * 8 * 8192) / 5e11 + decode8::down, tol);
+  BOOST_TEST(c[Op::lm_head] == (2 * 8 * 6400) / 5e11 + decode8::lm_head, tol);
+  // 4 d FLOPs per cached position and query head: 4 x 16 x 4 heads x 800 positions per layer.
+  BOOST_TEST(c[Op::attention_decode] == 2 * (4.0 * 16 * 4 * 800) / 5e11 + base[Op::attention_decode], tol);
+  BOOST_TEST(c[Op::elementwise] == base[Op::elementwise], tol);  // memory alone either way
+  BOOST_TEST(c[Op::launch] == base[Op::launch], tol);
+  // Few-row kernels at 1e9 FLOP/s: their arithmetic plus the same bytes.
+  hw.small_gemm_rows = 9;
+  hw.small_gemm_flops = 1e9;
+  const StepCost few = tiny_step(hw, decode_batch(8, 100));
+  BOOST_TEST(few[Op::qkv] == decode8::few_qkv + decode8::qkv, tol);
+  BOOST_TEST(few[Op::ffn_down] == decode8::few_down + decode8::down, tol);
+  BOOST_TEST(few[Op::lm_head] == decode8::few_lm_head + decode8::lm_head, tol);
+}
+
 struct SmallRows {
   std::uint32_t small_gemm_rows;
   bool few;  // 8 rows < small_gemm_rows
