@@ -85,22 +85,14 @@ kv::TokenId nth_not_excluded(std::uint64_t j, const std::vector<kv::TokenId>& ex
   return static_cast<kv::TokenId>(t);
 }
 
-// -log(vocab): the same for every draw of a run, so computed when the vocabulary changes (a
-// logf per token was ~1 % of a simulation).
-float uniform_logprob_of(std::uint32_t vocab_size) {
-  thread_local std::uint32_t vocab = 0;
-  thread_local float logprob = 0;
-  if (vocab_size != vocab) {
-    vocab = vocab_size;
-    logprob = -std::log(static_cast<float>(vocab_size));
-  }
-  return logprob;
-}
+// -log(vocab): a uniform draw's log-probability.
+float uniform_logprob_of(std::uint32_t vocab_size) { return -std::log(static_cast<float>(vocab_size)); }
 
-// sim_draw with the sequence's draw key given (simulate_step keeps it per sequence).
-SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t key, std::uint32_t sample,
-             std::uint64_t position, std::uint32_t generated) {
-  const float uniform_logprob = uniform_logprob_of(m.vocab_size);
+// sim_draw with the sequence's draw key and the uniform log-probability given: simulate_step
+// keeps the key per sequence and takes the logarithm once per step (a logf per token was ~1 %
+// of a simulation).
+SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t key, float uniform_logprob,
+             std::uint32_t sample, std::uint64_t position, std::uint32_t generated) {
   // The common case, with nothing to allocate: no bias and no stop ids banned now, so the EOS
   // alone is banned, which sim_token already avoids.
   if (s.logit_bias.empty() && (generated >= s.min_tokens || s.min_tokens_stop_ids.empty()))
@@ -145,7 +137,8 @@ SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t k
 
 SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t sample, std::uint64_t position,
                  std::uint32_t generated) {
-  return draw(m, s, draw_key(m.seed, s.seed, s.request), sample, position, generated);
+  return draw(m, s, draw_key(m.seed, s.seed, s.request), uniform_logprob_of(m.vocab_size), sample, position,
+              generated);
 }
 
 StepShape step_shape(const shard::Step& step) {
@@ -199,6 +192,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
   for (const auto& w : step.seqs)
     if (!w.padding) n += w.num_samples;
   r.tokens.reserve(n);
+  const float uniform_logprob = uniform_logprob_of(m.vocab_size);
   for (const auto& w : step.seqs) {
     if (w.padding || w.num_samples == 0) continue;
     const auto& s = seqs.at(w.seq);
@@ -206,7 +200,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
     const std::uint32_t generated = w.end > s.prompt_len ? w.end - s.prompt_len : 0;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
-      const SimDraw d = draw(m, s, s.draw_key, sample, position, generated);
+      const SimDraw d = draw(m, s, s.draw_key, uniform_logprob, sample, position, generated);
       shard::SampledToken t{w.seq, d.token, d.logprob, {}};
       if (s.logprobs) {
         const std::uint32_t k = std::min({s.top_logprobs, max_top_logprobs, m.vocab_size});

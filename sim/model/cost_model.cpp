@@ -84,23 +84,23 @@ StepCost CostModel::step(const StepShape& s) const {
   // A ring step's pace: its slowest hop, the network when the ring spans nodes.
   const double ring_bandwidth = across ? std::min(link, net_.bandwidth) : link;
   const double ring_latency = across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
-  // A kernel's time from its arithmetic and its memory traffic: the longer of the two when they
-  // overlap (a GPU's roofline), their sum when they do not (the cpu backend).
-  auto combine = [&](double compute_s, double memory_s) {
+  // A kernel of `f` FLOPs at `rate` that moves `bytes`: the longer of its arithmetic and its
+  // memory traffic when they overlap (a GPU's roofline), their sum when they do not (the cpu
+  // backend).
+  auto kernel = [&](double rate, double f, double bytes) {
+    const double compute_s = f / rate, memory_s = bytes / bandwidth;
     return hw_.memory_overlaps_compute ? std::max(compute_s, memory_s) : compute_s + memory_s;
   };
-  auto roofline = [&](double f, double bytes) { return combine(f / flops, bytes / bandwidth); };
   const double decode_attention_flops = hw_.attention_flops > 0 ? hw_.attention_flops : flops;
   const double prefill_attention_flops =
       hw_.prefill_attention_flops > 0 ? hw_.prefill_attention_flops : decode_attention_flops;
-  auto attention = [&](double rate, double f, double bytes) { return combine(f / rate, bytes / bandwidth); };
   const double wb = model_.weight_bytes;  // bytes per weight
   // A GEMM of `rows` rows over `w` weights that also reads and writes `io_bytes`.
   auto gemm = [&](double rows, double w, double io_bytes) {
     const bool few = hw_.small_gemm_rows > 0 && rows < hw_.small_gemm_rows;
     const double f = 2 * rows * w, bytes = wb * w + io_bytes;
-    if (few) return combine(f / hw_.small_gemm_flops, bytes / bandwidth);
-    return roofline(f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
+    if (few) return kernel(hw_.small_gemm_flops, f, bytes);
+    return kernel(flops, f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
   };
 
   const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;
@@ -118,13 +118,13 @@ StepCost CostModel::step(const StepShape& s) const {
     if (s.prefill_seqs > 0) {
       // QK^T and PV: 2 d FLOPs each per (query, key) pair and head; reads Q, writes O, reads K/V.
       at(Op::attention_prefill) =
-          L * attention(prefill_attention_flops, 4 * qh * d * s.prefill_pairs,
+          L * kernel(prefill_attention_flops, 4 * qh * d * s.prefill_pairs,
                        b * (2.0 * double(s.prefill_tokens) * qh * d + double(s.prefill_context) * 2 * kvh * d));
       kernels += L;
     }
     if (s.decode_seqs > 0) {
       at(Op::attention_decode) =
-          L * attention(decode_attention_flops, 4 * qh * d * double(s.decode_context),
+          L * kernel(decode_attention_flops, 4 * qh * d * double(s.decode_context),
                        b * (double(s.decode_context) * 2 * kvh * d + 2.0 * s.decode_seqs * qh * d));
       kernels += L;
     }

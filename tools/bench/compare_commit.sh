@@ -24,10 +24,12 @@ model="$PWD/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 case "$bench" in
   cpu)
     [[ -f "$model" ]] || { echo "compare_commit: $model missing (run: bash tools/setup.sh)" >&2; exit 2; }
-    measurements=("cpu --model $model --concurrency 1 --requests 32 --no-baseline"
-                  "cpu --model $model --concurrency 64 --requests 64 --no-baseline")
+    model_flag=(--model "$model")
+    measurements=("cpu --concurrency 1 --requests 32 --no-baseline"
+                  "cpu --concurrency 64 --requests 64 --no-baseline")
     keys="tokens_per_s_1 tokens_per_s_64" ;;
   engine)
+    model_flag=()
     measurements=("scheduler" "sim --plan-requests 20 --jobs 1")
     keys="step_overhead_us_256 step_overhead_us_1024 policy_step_us_256 policy_step_us_1024"
     keys+=" sim_requests_per_s sim_requests_per_s_records sim_requests_per_s_all_ranks" ;;
@@ -55,7 +57,7 @@ for ((r = 1; r <= rounds; ++r)); do
       bin=$old; [[ $side == new ]] && bin=$new
       echo "compare_commit: round $r, $side ($([[ $side == old ]] && echo "$sha" || echo this tree)), bench $m" >&2
       # shellcheck disable=SC2086  # $m is a benchmark and its flags
-      line=$("$bin" bench $m 2>/dev/null | tail -n 1)
+      line=$("$bin" bench $m "${model_flag[@]}" 2>/dev/null | tail -n 1)
       echo "{\"side\":\"$side\",\"round\":$r,\"result\":$line}" | tee -a "$out"
     done
   done
