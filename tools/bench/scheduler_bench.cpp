@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -75,7 +76,7 @@ std::uint64_t full_format_bytes(caf::actor_system& sys, const shard::Step& step)
 
 // A shard that costs nothing: it answers every step at once with token 1 for each sample.
 // It isolates the runtime's own overhead; it is part of this benchmark, not a backend.
-shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer self, ByteProbe* probe) {
+shard::shard_actor::behavior_type zero_cost_shard(shard::shard_actor::pointer self, std::shared_ptr<ByteProbe> probe) {
   return {[self, probe](const shard::Step& step) {
     if (probe->wanted.exchange(false)) {
       std::vector<char> buf;
@@ -101,7 +102,7 @@ struct SinkCounts {
   std::atomic<int> last_reason{-1};
 };
 
-scheduler::token_sink::behavior_type counting_sink(scheduler::token_sink::pointer, SinkCounts* n) {
+scheduler::token_sink::behavior_type counting_sink(scheduler::token_sink::pointer, std::shared_ptr<SinkCounts> n) {
   return {[n](const scheduler::SinkBatch& b) {
     n->tokens.fetch_add(b.tokens.size(), std::memory_order_relaxed);
     n->finished.fetch_add(b.finished.size(), std::memory_order_relaxed);
@@ -122,12 +123,14 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   const std::uint32_t max_len = 16 + max_tokens;
   cfg.model.max_model_len = max_len;
   const std::uint32_t blocks = running * (max_len / 16 + 2);
-  ByteProbe probe;
-  engine::Engine eng(sys, cfg, {blocks, 0}, [&probe](caf::actor_system& s, std::uint32_t, std::uint32_t) {
-    return s.spawn(zero_cost_shard, &probe);
+  // Shared with the actors: the engine and the sink stop asynchronously, so a last step or batch
+  // may reach them after this function has returned.
+  auto probe = std::make_shared<ByteProbe>();
+  engine::Engine eng(sys, cfg, {blocks, 0}, [probe](caf::actor_system& s, std::uint32_t, std::uint32_t) {
+    return s.spawn(zero_cost_shard, probe);
   });
-  SinkCounts counts;
-  auto sink = sys.spawn(counting_sink, &counts);
+  auto counts = std::make_shared<SinkCounts>();
+  auto sink = sys.spawn(counting_sink, counts);
   // Every request sent before any answer is awaited: one blocking submit after another took
   // long enough on a loaded machine (a round trip each, while the first requests decoded alone
   // at a few microseconds a step) for the first ones to finish before the last was in.
@@ -167,8 +170,8 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
       throw std::runtime_error("bench scheduler: requests finished before all were running (running " +
                                std::to_string(st.counts.running) + ", waiting " + std::to_string(st.counts.waiting) +
                                ", swapped " + std::to_string(st.counts.swapped) + ", steps " +
-                               std::to_string(st.steps) + ", finishes seen " + std::to_string(counts.finished.load()) +
-                               ", last reason " + std::to_string(counts.last_reason.load()) +
+                               std::to_string(st.steps) + ", finishes seen " + std::to_string(counts->finished.load()) +
+                               ", last reason " + std::to_string(counts->last_reason.load()) +
                                (st.healthy ? "" : ", engine failed: " + st.failure) + ")");
     return st.counts.running == running && st.counts.waiting == 0;
   }, "every request to run");
@@ -178,8 +181,8 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   auto records = eng.take_step_records();
   // One more decode step, serialized.
   const std::uint64_t probed = eng.stats().steps;
-  probe.wanted = true;
-  wait_until([&] { return eng.stats().steps >= probed + 2 && !probe.wanted; }, "a serialized step");
+  probe->wanted = true;
+  wait_until([&] { return eng.stats().steps >= probed + 2 && !probe->wanted; }, "a serialized step");
   std::vector<double> gaps;
   for (std::size_t i = 1; i < records.size(); ++i) {
     const auto& a = records[i - 1];
@@ -190,8 +193,8 @@ SchedulerBenchPoint measure(caf::actor_system& sys, std::uint32_t running, std::
   SchedulerBenchPoint p;
   p.running = running;
   p.steps = static_cast<std::uint32_t>(gaps.size());
-  p.step_bytes = probe.bytes;
-  p.step_bytes_full_format = probe.full_bytes;
+  p.step_bytes = probe->bytes;
+  p.step_bytes_full_format = probe->full_bytes;
   if (!gaps.empty()) {
     auto sorted = gaps;
     std::sort(sorted.begin(), sorted.end());
