@@ -14,66 +14,164 @@ namespace {
 namespace m = cuda_math;
 
 constexpr int attention_threads = 128;  // 4 warps
-constexpr std::uint32_t max_chunk_positions = 2048;  // the scores of a chunk stay in shared memory
-constexpr std::int32_t max_head_dim = 128;
+constexpr std::uint32_t max_chunk_positions = 2048;
+constexpr std::size_t score_bytes = 32 * 1024;     // [heads of the block, chunk] scores in shared memory
+constexpr int unroll = 4;                          // 16-byte loads in flight per thread
 
 __host__ __device__ inline std::uint32_t chunks_of(std::uint32_t positions, std::uint32_t chunk) { return (positions + chunk - 1) / chunk; }
 
-// Pass 1. grid: (chunks of max_context, q_heads, seqs); one thread block per (chunk, head, sequence).
-template <class A, class C>
-__global__ void decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
-  __shared__ float q[max_head_dim];
-  __shared__ float scores[max_chunk_positions];
-  __shared__ float red[32];
+// 16 bytes of a K or V row widened to floats: 4 f32 or 8 f16/bf16 elements.
+template <class C>
+struct Vec16 {
+  static constexpr int n = 16 / sizeof(C);
+  float v[n];
+};
+__device__ inline void widen(const float* p, Vec16<float>& out) {
+  const float4 x = *reinterpret_cast<const float4*>(p);
+  out.v[0] = x.x, out.v[1] = x.y, out.v[2] = x.z, out.v[3] = x.w;
+}
+__device__ inline void widen(const __half* p, Vec16<__half>& out) {
+  const uint4 x = *reinterpret_cast<const uint4*>(p);
+  const __half2* h = reinterpret_cast<const __half2*>(&x);
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    out.v[2 * i] = f.x, out.v[2 * i + 1] = f.y;
+  }
+}
+__device__ inline void widen(const __nv_bfloat16* p, Vec16<__nv_bfloat16>& out) {
+  const uint4 x = *reinterpret_cast<const uint4*>(p);
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __bfloat1622float2(h[i]);
+    out.v[2 * i] = f.x, out.v[2 * i + 1] = f.y;
+  }
+}
+
+// Pass 1. grid: (chunks of max_context, q_heads / H, seqs); a thread block per (chunk, H query
+// heads of one KV group, sequence), so a chunk's K and V cross the memory bus once per H heads.
+// A row (position) of K or V is read by `row_threads` threads, 16 bytes each; the block covers
+// `rows` positions at a time. Scores: [H, chunk] in shared memory; the values' weighted sums
+// are added over the rows into shared [H, head_dim] with shared-memory atomics.
+template <class A, class C, int H>
+__global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
+  extern __shared__ float smem[];
+  constexpr int V = Vec16<C>::n;
+  const std::int32_t hd = p.head_dim;
+  const int row_threads = hd / V, rows = attention_threads / row_threads;
+  float* scores = smem;                                   // [H, chunk_positions]
+  float* acc_sum = smem + H * p.chunk_positions;          // [H, head_dim]
+  float* stats = acc_sum + H * hd;                        // [H, 2]: max, sum of exponentials
   const std::uint32_t c = blockIdx.x;
-  const std::int32_t h = blockIdx.y, s = blockIdx.z;
+  const std::int32_t h0 = blockIdx.y * H, s = blockIdx.z;
   const std::uint32_t ctx = p.context_lens[s], p0 = c * p.chunk_positions;
   if (p0 >= ctx) return;  // past this sequence's context: pass 2 reads only its used chunks
-  const std::uint32_t p1 = min(ctx, p0 + p.chunk_positions);
-  const std::int32_t g = static_cast<std::int32_t>(std::int64_t(h) * p.kv_heads / p.q_heads);
-  const std::int32_t hd = p.head_dim;
+  const std::uint32_t n = min(ctx, p0 + p.chunk_positions) - p0;
+  const std::int32_t g = static_cast<std::int32_t>(std::int64_t(h0) * p.kv_heads / p.q_heads);
   const std::uint32_t* table = p.block_tables + std::size_t(s) * p.max_blocks_per_seq;
-  const A* qs = static_cast<const A*>(p.q) + (std::int64_t(s) * p.q_heads + h) * hd;
   const C* kp = static_cast<const C*>(p.k_plane);
   const C* vp = static_cast<const C*>(p.v_plane);
-  for (std::int32_t d = threadIdx.x; d < hd; d += blockDim.x) q[d] = load(qs, d);
-  __syncthreads();
+  const int row = threadIdx.x / row_threads, d0 = (threadIdx.x % row_threads) * V;
+  for (int i = threadIdx.x; i < H * hd; i += attention_threads) acc_sum[i] = 0;
 
-  // Scores: a warp per position, its lanes over head_dim.
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (std::uint32_t pos = p0 + warp; pos < p1; pos += warps) {
-    const std::uint64_t slot = m::paged_slot(table, p.block_size, pos);
-    float dot = 0;
-    for (std::int32_t d = lane; d < hd; d += 32)
-      dot += q[d] * load(kp, std::int64_t(m::kv_plane_index(slot, p.block_size, p.kv_heads, hd, g, d)));
-    dot = warp_sum(dot);
-    if (lane == 0) scores[pos - p0] = dot * p.scale;
-  }
-  __syncthreads();
-  float mx = -INFINITY;
-  for (std::uint32_t i = threadIdx.x; i < p1 - p0; i += blockDim.x) mx = fmaxf(mx, scores[i]);
-  mx = block_max(mx, red);
-  float sum = 0;
-  for (std::uint32_t i = threadIdx.x; i < p1 - p0; i += blockDim.x) {
-    const float e = expf(scores[i] - mx);
-    scores[i] = e;
-    sum += e;
-  }
-  sum = block_sum(sum, red);  // its barriers also publish the exps
+  // This thread's slice of the H query rows.
+  float q[H][V];
+  const A* qs = static_cast<const A*>(p.q) + (std::int64_t(s) * p.q_heads + h0) * hd;
+  for (int j = 0; j < H; ++j)
+    for (int e = 0; e < V; ++e) q[j][e] = load(qs, std::int64_t(j) * hd + d0 + e);
+  auto row_at = [&](const C* plane, std::uint32_t pos) {
+    return plane + m::kv_plane_index(m::paged_slot(table, p.block_size, p0 + pos), p.block_size, p.kv_heads, hd, g, d0);
+  };
 
-  float* part = p.workspace + ((std::size_t(s) * p.q_heads + h) * chunks + c) * (hd + 2);
-  if (threadIdx.x == 0) {
-    part[0] = mx;
-    part[1] = sum;
-  }
-  for (std::int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-    float acc = 0;
-    for (std::uint32_t pos = p0; pos < p1; ++pos) {
-      const std::uint64_t slot = m::paged_slot(table, p.block_size, pos);
-      acc += scores[pos - p0] * load(vp, std::int64_t(m::kv_plane_index(slot, p.block_size, p.kv_heads, hd, g, d)));
+  // 1. Scores: `unroll` rows loaded before any is used; the dot products reduced over a row's
+  // threads by shuffles, so every thread runs the same iterations (rows past n are zeros).
+  for (std::uint32_t first = 0; first < n; first += rows * unroll) {
+    const std::uint32_t base = first + row;
+    Vec16<C> k[unroll];
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      if (base + u * rows < n) widen(row_at(kp, base + u * rows), k[u]);
+      else
+        for (float& x : k[u].v) x = 0;
     }
-    part[2 + d] = acc;
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      float dot[H];
+#pragma unroll
+      for (int j = 0; j < H; ++j) {
+        dot[j] = 0;
+#pragma unroll
+        for (int e = 0; e < V; ++e) dot[j] += q[j][e] * k[u].v[e];
+        for (int o = row_threads / 2; o > 0; o >>= 1) dot[j] += __shfl_xor_sync(0xffffffffu, dot[j], o);
+      }
+      const std::uint32_t pos = base + u * rows;
+      if (pos < n && d0 == 0)
+#pragma unroll
+        for (int j = 0; j < H; ++j) scores[j * p.chunk_positions + pos] = dot[j] * p.scale;
+    }
   }
+  __syncthreads();
+
+  // 2. Softmax numerators: a warp per head.
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int j = warp; j < H; j += attention_threads / 32) {
+    float* sj = scores + j * p.chunk_positions;
+    float mx = -INFINITY;
+    for (std::uint32_t i = lane; i < n; i += 32) mx = fmaxf(mx, sj[i]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0;
+    for (std::uint32_t i = lane; i < n; i += 32) {
+      const float e = expf(sj[i] - mx);
+      sj[i] = e;
+      sum += e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) stats[2 * j] = mx, stats[2 * j + 1] = sum;
+  }
+  __syncthreads();
+
+  // 3. Weighted values: each thread sums its rows' 16-byte slices, then adds them into acc_sum.
+  float acc[H][V];
+#pragma unroll
+  for (int j = 0; j < H; ++j)
+#pragma unroll
+    for (int e = 0; e < V; ++e) acc[j][e] = 0;
+  for (std::uint32_t base = row; base < n; base += rows * unroll) {
+    Vec16<C> v[unroll];
+#pragma unroll
+    for (int u = 0; u < unroll; ++u)
+      if (base + u * rows < n) widen(row_at(vp, base + u * rows), v[u]);
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      const std::uint32_t pos = base + u * rows;
+      if (pos >= n) break;
+#pragma unroll
+      for (int j = 0; j < H; ++j) {
+        const float w = scores[j * p.chunk_positions + pos];
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[j][e] += w * v[u].v[e];
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < H; ++j)
+#pragma unroll
+    for (int e = 0; e < V; ++e) atomicAdd(&acc_sum[j * hd + d0 + e], acc[j][e]);
+  __syncthreads();
+
+  for (int j = 0; j < H; ++j) {
+    float* part = p.workspace + ((std::size_t(s) * p.q_heads + h0 + j) * chunks + c) * (hd + 2);
+    if (threadIdx.x == 0) part[0] = stats[2 * j], part[1] = stats[2 * j + 1];
+    for (std::int32_t d = threadIdx.x; d < hd; d += attention_threads) part[2 + d] = acc_sum[j * hd + d];
+  }
+}
+
+// Query heads per pass-1 block: the largest divisor of the KV group (q_heads / kv_heads) that
+// keeps the accumulators in registers and the block's scores in `score_bytes`.
+int heads_per_block(const DecodeAttentionParams& p) {
+  const int group = p.q_heads / p.kv_heads;
+  for (int h : {8, 4, 2})
+    if (group % h == 0 && std::size_t(h) * p.chunk_positions * sizeof(float) <= score_bytes) return h;
+  return 1;
 }
 
 // Pass 2. grid: (q_heads, seqs); a thread per output element of the head.
@@ -117,10 +215,18 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   check(p.max_context > 0 && p.max_context <= std::uint64_t(p.max_blocks_per_seq) * p.block_size,
           "max_context past the block tables");
   const std::uint32_t chunks = chunks_of(p.max_context, p.chunk_positions);
+  const int heads = heads_per_block(p);
+  const std::size_t smem = (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float);
   with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
     using A = ElementOf<decltype(a)>;
-    decode_chunks_kernel<A, ElementOf<decltype(c)>>
-        <<<dim3(chunks, p.q_heads, p.seqs), attention_threads, 0, stream>>>(p, chunks);
+    using C = ElementOf<decltype(c)>;
+    const dim3 grid(chunks, p.q_heads / heads, p.seqs);
+    switch (heads) {  // the one place the block's head count becomes a template argument
+      case 8: decode_chunks_kernel<A, C, 8><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
+      case 4: decode_chunks_kernel<A, C, 4><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
+      case 2: decode_chunks_kernel<A, C, 2><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
+      default: decode_chunks_kernel<A, C, 1><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
+    }
     decode_merge_kernel<A><<<dim3(p.q_heads, p.seqs), p.head_dim, 0, stream>>>(p, chunks);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());

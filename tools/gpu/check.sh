@@ -1,46 +1,78 @@
 #!/usr/bin/env bash
-# The one script a lent GPU machine runs: builds actorlm with CUDA for the GPU at hand, runs every
-# GPU test (CTest label "gpu"; they exit 77 = skipped where no device is visible) and writes a JSON
-# summary to ${OUT:-.}/gpu-check.json. Usage: tools/gpu/check.sh [CUDA_ARCHITECTURES]  (default 90: H100/H200)
-# Run it once per lent machine; read the summary, then give the machine back.
+# The one script a GPU machine runs: every GPU test, the GPU benchmarks, and HF transformers'
+# generate() as the baseline, with a JSON summary. Prepared so one run takes a few minutes.
+#
+#   tools/gpu/check.sh            with .gpu-bundle/ from tools/gpu/prepare.sh (a machine without
+#                                 our Debian libraries, such as the lent H200): runs the bundle
+#   tools/gpu/check.sh --build    a development machine with a GPU: builds build-gpu/ for its GPU
+#
+# Writes to ${OUT:-gpu-check-out}: gpu-check.json (summary), gpu-check.log (every program's
+# output), decode_attention.json, hf_generate.json. Exits non-zero when a test failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-arch="${1:-90}"
-out="${OUT:-.}"
+root=$PWD
+out="${OUT:-$root/gpu-check-out}"
 mkdir -p "$out"
-summary="$out/gpu-check.json"
 log="$out/gpu-check.log"
-
-nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+: >"$log"
 gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1)
-echo "gpu-check: ${gpu:-no GPU visible} (nvcc: $nvcc, arch $arch)" | tee "$log"
-
+echo "gpu-check: ${gpu:-no GPU visible}" | tee -a "$log"
 status=ok
-if ! bash tools/setup.sh >>"$log" 2>&1; then status=setup_failed; fi
-if [[ $status == ok ]] && ! { cmake -S . -B build-gpu -G Ninja -DACTORLM_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
-      -DCMAKE_CUDA_ARCHITECTURES="$arch" && cmake --build build-gpu -j"$(nproc)"; } >>"$log" 2>&1; then
-  status=build_failed
+
+# 1. The programs: from the bundle, or built here.
+if [[ ${1:-} == --build ]]; then
+  nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  if ! { cmake -S . -B build-gpu -G Ninja -DACTORLM_CUDA=ON -DCMAKE_CUDA_COMPILER="$nvcc" \
+          -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build build-gpu -j"$(nproc)"; } >>"$log" 2>&1; then
+    status=build_failed
+  fi
+  bin=$root/build-gpu/tests bench=$root/build-gpu/tools libs=""
+  ctest --test-dir build-gpu -L gpu --show-only=json-v1 2>>"$log" | python3 -c '
+import json, os, sys
+for t in json.load(sys.stdin)["tests"]:
+    print(t["name"], os.path.basename(t["command"][0]), *t["command"][1:])' >"$out/tests.txt"
+  tests_file=$out/tests.txt
+elif [[ -f .gpu-bundle/bundle.tar.xz ]]; then
+  b=$(mktemp -d /tmp/actorlm-gpu.XXXX)
+  tar -C "$b" -xJf .gpu-bundle/bundle.tar.xz
+  bin=$b/bin bench=$b/bin libs=$b/lib tests_file=$b/tests.txt
+else
+  echo "gpu-check: no .gpu-bundle/bundle.tar.xz (run tools/gpu/prepare.sh first) and no --build" | tee -a "$log"
+  exit 2
 fi
-tests_json="[]"
+
+# Runs a program with the bundle's libraries (only it: python must keep its own).
+run_prog() { LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout "$@"; }
+
+# 2. Every GPU test: 0 passed, 77 skipped (no device), anything else failed.
+tests_json=""
 if [[ $status == ok ]]; then
-  ctest --test-dir build-gpu -L gpu --output-on-failure --output-junit "$PWD/build-gpu/gpu-junit.xml" >>"$log" 2>&1 || status=tests_failed
-  # One entry per GPU test: name and result, from CTest's JUnit report.
-  tests_json=$(python3 - "$PWD/build-gpu/gpu-junit.xml" <<'PY'
-import json, sys, xml.etree.ElementTree as ET
-try:
-    root = ET.parse(sys.argv[1]).getroot()
-except Exception:
-    print("[]"); sys.exit()
-out = []
-for case in root.iter("testcase"):
-    result = "passed"
-    if case.find("failure") is not None: result = "failed"
-    elif case.find("skipped") is not None or case.get("status") == "notrun": result = "skipped"
-    out.append({"name": case.get("name"), "result": result, "seconds": float(case.get("time") or 0)})
-print(json.dumps(out))
-PY
-)
+  while read -r name prog args; do
+    start=$(date +%s%N)
+    echo "== test $name" >>"$log"
+    run_prog 300 "$bin/$prog" $args >>"$log" 2>&1
+    rc=$?
+    secs=$(awk -v a="$start" -v b="$(date +%s%N)" 'BEGIN { printf "%.3f", (b - a) / 1e9 }')
+    result=failed
+    [[ $rc == 0 ]] && result=passed
+    [[ $rc == 77 ]] && result=skipped
+    [[ $result == failed ]] && status=tests_failed
+    echo "test $name: $result (exit $rc, ${secs}s)" | tee -a "$log"
+    tests_json+="${tests_json:+, }{\"name\": \"$name\", \"result\": \"$result\", \"exit\": $rc, \"seconds\": $secs}"
+  done <"$tests_file"
 fi
-printf '{"gpu": "%s", "cuda_architectures": "%s", "status": "%s", "tests": %s}\n' \
-  "${gpu:-none}" "$arch" "$status" "$tests_json" | tee "$summary"
+
+# 3. Benchmarks: decode attention against the copy bandwidth; HF generate() as the baseline.
+echo "== decode_attention_bench" >>"$log"
+run_prog 240 "$bench/decode_attention_bench" --json "$out/decode_attention.json" 2>&1 | tee -a "$log"
+da_rc=${PIPESTATUS[0]}
+echo "== hf_generate_baseline" >>"$log"
+PYTHONUNBUFFERED=1 timeout 240 python3 tools/gpu/hf_generate_baseline.py --json "$out/hf_generate.json" 2>&1 | tail -n 20 | tee -a "$log"
+hf_rc=${PIPESTATUS[0]}
+
+json_of() { [[ -s $1 ]] && cat "$1" || echo null; }
+printf '{"gpu": "%s", "status": "%s", "tests": [%s],\n "decode_attention_exit": %s, "decode_attention": %s,\n "hf_generate_exit": %s, "hf_generate": %s}\n' \
+  "${gpu:-none}" "$status" "$tests_json" "$da_rc" "$(json_of "$out/decode_attention.json")" \
+  "$hf_rc" "$(json_of "$out/hf_generate.json")" >"$out/gpu-check.json"
+echo "gpu-check: $status; summary in $out/gpu-check.json"
 [[ $status == ok ]]
