@@ -4,8 +4,10 @@
 #include "kernels/cuda/elementwise_math.hpp"
 #include "kernels/cuda/paged_attention.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace actorlm::kernels::cuda {
 
@@ -20,94 +22,102 @@ constexpr int unroll = 4;                          // 16-byte loads in flight pe
 
 __host__ __device__ inline std::uint32_t chunks_of(std::uint32_t positions, std::uint32_t chunk) { return (positions + chunk - 1) / chunk; }
 
-// 16 bytes of a K or V row widened to floats: 4 f32 or 8 f16/bf16 elements.
+// 16 bytes of a K or V row (4 f32 or 8 f16/bf16 elements) widened to floats.
 template <class C>
-struct Vec16 {
-  static constexpr int n = 16 / sizeof(C);
-  float v[n];
-};
-__device__ inline void widen(const float* p, Vec16<float>& out) {
-  const float4 x = *reinterpret_cast<const float4*>(p);
-  out.v[0] = x.x, out.v[1] = x.y, out.v[2] = x.z, out.v[3] = x.w;
-}
-__device__ inline void widen(const __half* p, Vec16<__half>& out) {
-  const uint4 x = *reinterpret_cast<const uint4*>(p);
-  const __half2* h = reinterpret_cast<const __half2*>(&x);
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    out.v[2 * i] = f.x, out.v[2 * i + 1] = f.y;
-  }
-}
-__device__ inline void widen(const __nv_bfloat16* p, Vec16<__nv_bfloat16>& out) {
-  const uint4 x = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&x);
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h[i]);
-    out.v[2 * i] = f.x, out.v[2 * i + 1] = f.y;
+constexpr int vec_elems = 16 / sizeof(C);
+template <class C>
+__device__ inline void widen(const uint4& x, float (&out)[vec_elems<C>]) {
+  if constexpr (std::is_same_v<C, float>) {
+    out[0] = __uint_as_float(x.x), out[1] = __uint_as_float(x.y), out[2] = __uint_as_float(x.z), out[3] = __uint_as_float(x.w);
+  } else {
+    const std::uint32_t w[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float2 f;
+      if constexpr (std::is_same_v<C, __half>) f = __half22float2(*reinterpret_cast<const __half2*>(&w[i]));
+      else f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w[i]));
+      out[2 * i] = f.x, out[2 * i + 1] = f.y;
+    }
   }
 }
 
 // Pass 1. grid: (chunks of max_context, q_heads / H, seqs); a thread block per (chunk, H query
 // heads of one KV group, sequence), so a chunk's K and V cross the memory bus once per H heads.
-// A row (position) of K or V is read by `row_threads` threads, 16 bytes each; the block covers
-// `rows` positions at a time. Scores: [H, chunk] in shared memory; the values' weighted sums
-// are added over the rows into shared [H, head_dim] with shared-memory atomics.
+// A row (position) of K or V is read by `row_threads` threads, 16 bytes each, as streaming loads
+// (read once: evict first); the block covers `rows` positions at a time and loads the next
+// `unroll` of them while it computes on the current ones. The chunk's block ids are read into
+// shared memory first, so a row's address costs no dependent global load. Scores: [H, chunk] in
+// shared memory; the values' weighted sums are added over the rows into shared [H, head_dim].
 template <class A, class C, int H>
 __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
   extern __shared__ float smem[];
-  constexpr int V = Vec16<C>::n;
+  constexpr int V = vec_elems<C>;
   const std::int32_t hd = p.head_dim;
+  const std::uint32_t bs = p.block_size, bs_shift = __ffs(bs) - 1;  // a power of two (checked)
   const int row_threads = hd / V, rows = attention_threads / row_threads;
-  float* scores = smem;                                   // [H, chunk_positions]
-  float* acc_sum = smem + H * p.chunk_positions;          // [H, head_dim]
-  float* stats = acc_sum + H * hd;                        // [H, 2]: max, sum of exponentials
+  float* scores = smem;                                  // [H, chunk_positions]
+  float* acc_sum = scores + H * p.chunk_positions;       // [H, head_dim]
+  float* stats = acc_sum + H * hd;                       // [H, 2]: max, sum of exponentials
+  auto* blocks = reinterpret_cast<std::uint32_t*>(stats + 2 * H);  // [chunk_positions / block_size]
   const std::uint32_t c = blockIdx.x;
   const std::int32_t h0 = blockIdx.y * H, s = blockIdx.z;
   const std::uint32_t ctx = p.context_lens[s], p0 = c * p.chunk_positions;
   if (p0 >= ctx) return;  // past this sequence's context: pass 2 reads only its used chunks
   const std::uint32_t n = min(ctx, p0 + p.chunk_positions) - p0;
   const std::int32_t g = static_cast<std::int32_t>(std::int64_t(h0) * p.kv_heads / p.q_heads);
-  const std::uint32_t* table = p.block_tables + std::size_t(s) * p.max_blocks_per_seq;
-  const C* kp = static_cast<const C*>(p.k_plane);
-  const C* vp = static_cast<const C*>(p.v_plane);
-  const int row = threadIdx.x / row_threads, d0 = (threadIdx.x % row_threads) * V;
+  const std::uint32_t* table = p.block_tables + std::size_t(s) * p.max_blocks_per_seq + (p0 >> bs_shift);
+  for (std::uint32_t i = threadIdx.x; i < ((n + bs - 1) >> bs_shift); i += attention_threads) blocks[i] = table[i];
   for (int i = threadIdx.x; i < H * hd; i += attention_threads) acc_sum[i] = 0;
+  const int row = threadIdx.x / row_threads, d0 = (threadIdx.x % row_threads) * V;
 
   // This thread's slice of the H query rows.
   float q[H][V];
   const A* qs = static_cast<const A*>(p.q) + (std::int64_t(s) * p.q_heads + h0) * hd;
+#pragma unroll
   for (int j = 0; j < H; ++j)
+#pragma unroll
     for (int e = 0; e < V; ++e) q[j][e] = load(qs, std::int64_t(j) * hd + d0 + e);
-  auto row_at = [&](const C* plane, std::uint32_t pos) {
-    return plane + m::kv_plane_index(m::paged_slot(table, p.block_size, p0 + pos), p.block_size, p.kv_heads, hd, g, d0);
+  __syncthreads();
+
+  const std::uint64_t block_stride = std::uint64_t(p.kv_heads) * bs * hd;
+  const std::uint64_t head_offset = std::uint64_t(g) * bs * hd + d0;
+  const std::uint32_t step = rows * unroll;
+  // Rows first + row + u * rows (u < unroll) of a plane; zeros past n.
+  auto load_rows = [&](const C* plane, std::uint32_t first, uint4 (&r)[unroll]) {
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) {
+      const std::uint32_t pos = first + row + u * rows;
+      r[u] = pos < n ? __ldcs(reinterpret_cast<const uint4*>(plane + blocks[pos >> bs_shift] * block_stride +
+                                                               head_offset + std::uint64_t(pos & (bs - 1)) * hd))
+                     : make_uint4(0, 0, 0, 0);
+    }
   };
 
-  // 1. Scores: `unroll` rows loaded before any is used; the dot products reduced over a row's
-  // threads by shuffles, so every thread runs the same iterations (rows past n are zeros).
-  for (std::uint32_t first = 0; first < n; first += rows * unroll) {
-    const std::uint32_t base = first + row;
-    Vec16<C> k[unroll];
+  // 1. Scores, reduced over a row's threads by shuffles: every thread runs the same iterations.
+  const C* kp = static_cast<const C*>(p.k_plane);
+  uint4 cur[unroll], next[unroll] = {};
+  load_rows(kp, 0, cur);
+  for (std::uint32_t first = 0; first < n; first += step) {
+    if (first + step < n) load_rows(kp, first + step, next);
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
-      if (base + u * rows < n) widen(row_at(kp, base + u * rows), k[u]);
-      else
-        for (float& x : k[u].v) x = 0;
-    }
-#pragma unroll
-    for (int u = 0; u < unroll; ++u) {
+      float k[V];
+      widen<C>(cur[u], k);
       float dot[H];
 #pragma unroll
       for (int j = 0; j < H; ++j) {
         dot[j] = 0;
 #pragma unroll
-        for (int e = 0; e < V; ++e) dot[j] += q[j][e] * k[u].v[e];
+        for (int e = 0; e < V; ++e) dot[j] += q[j][e] * k[e];
         for (int o = row_threads / 2; o > 0; o >>= 1) dot[j] += __shfl_xor_sync(0xffffffffu, dot[j], o);
       }
-      const std::uint32_t pos = base + u * rows;
+      const std::uint32_t pos = first + row + u * rows;
       if (pos < n && d0 == 0)
 #pragma unroll
         for (int j = 0; j < H; ++j) scores[j * p.chunk_positions + pos] = dot[j] * p.scale;
     }
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) cur[u] = next[u];
   }
   __syncthreads();
 
@@ -130,27 +140,26 @@ __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(Decode
   __syncthreads();
 
   // 3. Weighted values: each thread sums its rows' 16-byte slices, then adds them into acc_sum.
-  float acc[H][V];
-#pragma unroll
-  for (int j = 0; j < H; ++j)
-#pragma unroll
-    for (int e = 0; e < V; ++e) acc[j][e] = 0;
-  for (std::uint32_t base = row; base < n; base += rows * unroll) {
-    Vec16<C> v[unroll];
-#pragma unroll
-    for (int u = 0; u < unroll; ++u)
-      if (base + u * rows < n) widen(row_at(vp, base + u * rows), v[u]);
+  const C* vp = static_cast<const C*>(p.v_plane);
+  float acc[H][V] = {};
+  load_rows(vp, 0, cur);
+  for (std::uint32_t first = 0; first < n; first += step) {
+    if (first + step < n) load_rows(vp, first + step, next);
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
-      const std::uint32_t pos = base + u * rows;
+      const std::uint32_t pos = first + row + u * rows;
       if (pos >= n) break;
+      float v[V];
+      widen<C>(cur[u], v);
 #pragma unroll
       for (int j = 0; j < H; ++j) {
         const float w = scores[j * p.chunk_positions + pos];
 #pragma unroll
-        for (int e = 0; e < V; ++e) acc[j][e] += w * v[u].v[e];
+        for (int e = 0; e < V; ++e) acc[j][e] += w * v[e];
       }
     }
+#pragma unroll
+    for (int u = 0; u < unroll; ++u) cur[u] = next[u];
   }
 #pragma unroll
   for (int j = 0; j < H; ++j)
@@ -205,18 +214,33 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
   return std::size_t(seqs) * q_heads * chunks_of(max_context, chunk_positions) * (head_dim + 2);
 }
 
+std::uint32_t decode_attention_chunk(std::int32_t seqs, std::int32_t kv_heads, std::uint32_t max_context,
+                                     std::uint32_t block_size, int multiprocessors) {
+  // Blocks of pass 1 at least 4 per multiprocessor (counting one per KV group); chunks of 64
+  // positions at least (a block covers 16 to 64 at a time) and 512 at most (longer chunks add no
+  // bandwidth, only fewer partials to merge).
+  const std::uint32_t unit = std::max<std::uint32_t>(64, block_size);
+  const std::uint64_t want_blocks = 4ull * std::max(multiprocessors, 1);
+  const std::uint64_t pairs = std::uint64_t(std::max(seqs, 1)) * std::max(kv_heads, 1);
+  const std::uint64_t per_block = (std::uint64_t(max_context) * pairs + want_blocks - 1) / want_blocks;
+  const std::uint64_t chunk = (per_block + unit - 1) / unit * unit;
+  return std::uint32_t(std::clamp<std::uint64_t>(chunk, unit, std::max<std::uint32_t>(512, unit)));
+}
+
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (p.seqs == 0) return;
   check(p.q && p.k_plane && p.v_plane && p.block_tables && p.context_lens && p.out && p.workspace, "null pointer");
   check(p.head_dim == 64 || p.head_dim == 128, "head_dim " + std::to_string(p.head_dim) + " (64 or 128)");
   check(p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, "query heads must be a multiple of KV heads");
-  check(p.block_size > 0 && p.chunk_positions % p.block_size == 0 && p.chunk_positions <= max_chunk_positions,
+  check(p.block_size > 0 && (p.block_size & (p.block_size - 1)) == 0, "block_size must be a power of two");
+  check(p.chunk_positions > 0 && p.chunk_positions % p.block_size == 0 && p.chunk_positions <= max_chunk_positions,
           "chunk_positions must be a multiple of the block size, at most " + std::to_string(max_chunk_positions));
   check(p.max_context > 0 && p.max_context <= std::uint64_t(p.max_blocks_per_seq) * p.block_size,
           "max_context past the block tables");
   const std::uint32_t chunks = chunks_of(p.max_context, p.chunk_positions);
   const int heads = heads_per_block(p);
-  const std::size_t smem = (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float);
+  const std::size_t smem = (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float) +
+                           p.chunk_positions / p.block_size * sizeof(std::uint32_t);
   with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
     using A = ElementOf<decltype(a)>;
     using C = ElementOf<decltype(c)>;

@@ -5,7 +5,8 @@
 // into chunks of chunk_positions (whole blocks); pass 1 computes, per (query head, sequence,
 // chunk), the chunk's maximum score, its sum of exp(score - max) and its weighted sum of
 // values; pass 2 merges a row's chunks (cuda_math::merge_weight). GQA / MQA: query head j reads
-// KV head j * kv_heads / q_heads. head_dim 64 or 128.
+// KV head j * kv_heads / q_heads; a thread block serves up to 8 query heads of one KV group, so
+// the group's K and V are read once for all of them. head_dim 64 or 128.
 
 #include "kernels/cuda/elementwise.hpp"
 
@@ -36,6 +37,16 @@ struct DecodeAttentionParams {
 std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_heads, std::int32_t head_dim,
                                               std::uint32_t max_context, std::uint32_t chunk_positions);
 
+// A chunk_positions for a launch: long enough that the partials stay few, short enough that the
+// launch has several thread blocks per multiprocessor when the batch is small (one sequence of
+// 512 positions is otherwise one block per KV head, and its time all latency). A multiple of
+// block_size (a power of two), between max(64, block_size) and 512.
+std::uint32_t decode_attention_chunk(std::int32_t seqs, std::int32_t kv_heads, std::uint32_t max_context,
+                                     std::uint32_t block_size, int multiprocessors);
+
+// Throws std::invalid_argument naming what it cannot run: head_dim other than 64 / 128, query
+// heads not a multiple of KV heads, a block size not a power of two, chunk_positions not whole
+// blocks or over 2048, max_context past the block tables.
 void decode_attention(const DecodeAttentionParams&, cudaStream_t stream);
 
 }  // namespace actorlm::kernels::cuda

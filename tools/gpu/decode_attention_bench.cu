@@ -5,7 +5,8 @@
 // 1 / 64 / 256 at contexts 512 / 4k / 32k. Small cases cycle over disjoint copies of their blocks
 // (at least 256 MiB in all) so repetitions do not read a warm L2.
 //
-//   decode_attention_bench [--json FILE] [--reps N]
+//   decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT]
+//   (--only: that one case, e.g. to profile it with ncu)
 //
 // Bytes counted: the K and V rows attended, the queries and the outputs (what the kernel cannot
 // avoid); the split-K partials it writes and re-reads are not counted. Medians over --reps
@@ -92,14 +93,14 @@ struct Shape {
 struct Result {
   Shape shape;
   std::int32_t batch;
-  std::uint32_t context;
+  std::uint32_t context, chunk;
   float ms;
   double gbps;
 };
 
 // All cases of one head shape over one pair of planes sized for the largest.
 void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const std::vector<std::uint32_t>& contexts,
-               int reps, std::vector<Result>& out) {
+               int reps, int multiprocessors, std::vector<Result>& out) {
   const std::uint32_t max_blocks =
       std::uint32_t(*std::max_element(batches.begin(), batches.end())) *
       ((*std::max_element(contexts.begin(), contexts.end()) + block_size - 1) / block_size);
@@ -123,7 +124,8 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       std::vector<std::uint32_t> tables(perm.begin(), perm.begin() + std::size_t(sets) * blocks);
       std::vector<std::uint32_t> lens(batch, ctx);
       const std::size_t qn = std::size_t(batch) * sh.q_heads * sh.head_dim;
-      const std::size_t ws = gpu::decode_attention_workspace_floats(batch, sh.q_heads, sh.head_dim, ctx, 512);
+      const std::uint32_t chunk = gpu::decode_attention_chunk(batch, sh.kv_heads, ctx, block_size, multiprocessors);
+      const std::size_t ws = gpu::decode_attention_workspace_floats(batch, sh.q_heads, sh.head_dim, ctx, chunk);
       std::uint32_t *dt = nullptr, *dl = nullptr;
       void *dq = nullptr, *dout = nullptr;
       float* dws = nullptr;
@@ -149,7 +151,7 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       p.block_size = block_size;
       p.max_blocks_per_seq = per_seq;
       p.max_context = ctx;
-      p.chunk_positions = 512;
+      p.chunk_positions = chunk;
       p.scale = 1.0f / std::sqrt(float(sh.head_dim));
       p.act_dtype = gpu::ActDtype::bf16;
       p.cache_dtype = gpu::ActDtype::bf16;
@@ -158,7 +160,7 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
         gpu::decode_attention(p, nullptr);
       });
       const double bytes = kv_bytes + 2.0 * qn * 2;
-      out.push_back({sh, batch, ctx, ms, bytes / (ms * 1e-3) / 1e9});
+      out.push_back({sh, batch, ctx, chunk, ms, bytes / (ms * 1e-3) / 1e9});
       cudaFree(dt), cudaFree(dl), cudaFree(dq), cudaFree(dout), cudaFree(dws);
     }
   cudaFree(k);
@@ -170,12 +172,15 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
 int main(int argc, char** argv) try {
   std::string json;
   int reps = 20;
+  int only_hd = 0, only_batch = 0;
+  unsigned only_ctx = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--only" && i + 1 < argc && std::sscanf(argv[++i], "%d,%d,%u", &only_hd, &only_batch, &only_ctx) == 3) {}
     else {
-      std::fprintf(stderr, "usage: decode_attention_bench [--json FILE] [--reps N]\n");
+      std::fprintf(stderr, "usage: decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT]\n");
       return 2;
     }
   }
@@ -186,15 +191,19 @@ int main(int argc, char** argv) try {
   }
   cudaDeviceProp prop{};
   ACTORLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double copy = copy_gbps(reps);
+  const double copy = only_hd ? 0.0 : copy_gbps(reps);
   std::printf("device: %s; copy bandwidth %.0f GB/s (read + write, 2 GiB device to device)\n", prop.name, copy);
   std::vector<Result> results;
-  for (const Shape& sh : {Shape{32, 8, 128}, Shape{32, 8, 64}})
-    run_shape(sh, {1, 64, 256}, {512, 4096, 32768}, reps, results);
-  std::printf("%-12s %6s %8s %10s %9s %8s\n", "heads", "batch", "context", "ms", "GB/s", "of copy");
+  for (const Shape& sh : {Shape{32, 8, 128}, Shape{32, 8, 64}}) {
+    if (only_hd && sh.head_dim != only_hd) continue;
+    const std::vector<std::int32_t> batches = only_hd ? std::vector<std::int32_t>{only_batch} : std::vector<std::int32_t>{1, 64, 256};
+    const std::vector<std::uint32_t> contexts = only_hd ? std::vector<std::uint32_t>{only_ctx} : std::vector<std::uint32_t>{512, 4096, 32768};
+    run_shape(sh, batches, contexts, reps, prop.multiProcessorCount, results);
+  }
+  std::printf("%-12s %6s %8s %6s %10s %9s %8s\n", "heads", "batch", "context", "chunk", "ms", "GB/s", "of copy");
   for (const Result& r : results)
-    std::printf("%2d/%d hd%-4d %6d %8u %10.4f %9.0f %7.1f%%\n", r.shape.q_heads, r.shape.kv_heads, r.shape.head_dim,
-                r.batch, r.context, r.ms, r.gbps, 100.0 * r.gbps / copy);
+    std::printf("%2d/%d hd%-4d %6d %8u %6u %10.4f %9.0f %7.1f%%\n", r.shape.q_heads, r.shape.kv_heads,
+                r.shape.head_dim, r.batch, r.context, r.chunk, r.ms, r.gbps, 100.0 * r.gbps / copy);
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + json);
@@ -202,8 +211,8 @@ int main(int argc, char** argv) try {
     for (std::size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::fprintf(f, "%s\n  {\"q_heads\": %d, \"kv_heads\": %d, \"head_dim\": %d, \"batch\": %d, \"context\": %u, "
-                      "\"ms\": %.5f, \"gbps\": %.1f, \"fraction_of_copy\": %.4f}",
-                   i ? "," : "", r.shape.q_heads, r.shape.kv_heads, r.shape.head_dim, r.batch, r.context, r.ms, r.gbps,
+                      "\"chunk\": %u, \"ms\": %.5f, \"gbps\": %.1f, \"fraction_of_copy\": %.4f}",
+                   i ? "," : "", r.shape.q_heads, r.shape.kv_heads, r.shape.head_dim, r.batch, r.context, r.chunk, r.ms, r.gbps,
                    r.gbps / copy);
     }
     std::fprintf(f, "\n]}\n");

@@ -144,5 +144,25 @@ BOOST_AUTO_TEST_CASE(decode_attention_refuses_what_it_cannot_run) {
   p.kv_heads = 3;  // 4 query heads do not share 3 KV heads evenly
   p.max_context = 64;
   BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
+  p.kv_heads = 2;
+  p.block_size = 12;  // not a power of two
+  p.chunk_positions = 48;
+  p.max_context = 48;
+  BOOST_CHECK_THROW(gpu::decode_attention(p, nullptr), std::invalid_argument);
   cudaFree(any);
+}
+
+BOOST_AUTO_TEST_CASE(the_chosen_chunk_is_whole_blocks_and_splits_small_batches_finer) {
+  for (const std::uint32_t bs : {8u, 16u, 32u, 128u})
+    for (const std::int32_t seqs : {1, 3, 64, 256})
+      for (const std::uint32_t ctx : {1u, 100u, 512u, 4096u, 32768u})
+        for (const int sms : {1, 132}) {
+          const std::uint32_t c = gpu::decode_attention_chunk(seqs, 8, ctx, bs, sms);
+          BOOST_TEST((c % bs == 0 && c >= std::max(64u, bs) && c <= std::max(512u, bs)),
+                     "bs " << bs << " seqs " << seqs << " ctx " << ctx << " sms " << sms << ": " << c);
+        }
+  // One sequence of 512 positions, 8 KV heads, 132 multiprocessors: 8 chunks of 64 (64 blocks,
+  // not 8); 64 sequences of 4k already make 4096 blocks at 512.
+  BOOST_TEST(gpu::decode_attention_chunk(1, 8, 512, 16, 132) == 64u);
+  BOOST_TEST(gpu::decode_attention_chunk(64, 8, 4096, 16, 132) == 512u);
 }
