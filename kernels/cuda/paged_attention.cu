@@ -41,6 +41,35 @@ __device__ inline void widen(const uint4& x, float (&out)[vec_elems<C>]) {
   }
 }
 
+// Sums M values per thread over the R threads of a row (aligned groups of R lanes, R and M
+// powers of two) in M - 1 + log2(R / M) shuffles instead of M log2(R): each stage sends half of
+// the values still held and keeps the other half (a butterfly that transposes as it sums).
+// After it, the thread at row lane l holds in x[0 .. max(1, M / R)) the sums of the values
+// reduced_index<M, R>(l) + i.
+template <int M, int R, int O = R / 2, int COUNT = M>
+__device__ inline void transpose_reduce(float (&x)[M], int l) {
+  if constexpr (O > 0) {
+    if constexpr (COUNT > 1) {
+      constexpr int half = COUNT / 2;
+      const bool upper = (l & O) != 0;
+#pragma unroll
+      for (int i = 0; i < half; ++i) {
+        const float send = upper ? x[i] : x[i + half];
+        const float keep = upper ? x[i + half] : x[i];
+        x[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+      }
+      transpose_reduce<M, R, O / 2, half>(x, l);
+    } else {
+      x[0] += __shfl_xor_sync(0xffffffffu, x[0], O);
+      transpose_reduce<M, R, O / 2, 1>(x, l);
+    }
+  }
+}
+template <int M, int R>
+__device__ inline int reduced_index(int l) {
+  return M <= R ? l / (R / M) : l * (M / R);
+}
+
 // Pass 1. grid: (chunks of max_context, q_heads / H, seqs); a thread block per (chunk, H query
 // heads of one KV group, sequence), so a chunk's K and V cross the memory bus once per H heads.
 // A row (position) of K or V is read by `row_threads` threads, 16 bytes each, as streaming loads
@@ -48,13 +77,12 @@ __device__ inline void widen(const uint4& x, float (&out)[vec_elems<C>]) {
 // `unroll` of them while it computes on the current ones. The chunk's block ids are read into
 // shared memory first, so a row's address costs no dependent global load. Scores: [H, chunk] in
 // shared memory; the values' weighted sums are added over the rows into shared [H, head_dim].
-template <class A, class C, int H>
+template <class A, class C, int H, int HD>
 __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
   extern __shared__ float smem[];
-  constexpr int V = vec_elems<C>;
-  const std::int32_t hd = p.head_dim;
+  constexpr int V = vec_elems<C>, hd = HD;
+  constexpr int row_threads = HD / V, rows = attention_threads / row_threads;
   const std::uint32_t bs = p.block_size, bs_shift = __ffs(bs) - 1;  // a power of two (checked)
-  const int row_threads = hd / V, rows = attention_threads / row_threads;
   float* scores = smem;                                  // [H, chunk_positions]
   float* acc_sum = scores + H * p.chunk_positions;       // [H, head_dim]
   float* stats = acc_sum + H * hd;                       // [H, 2]: max, sum of exponentials
@@ -99,22 +127,30 @@ __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(Decode
   load_rows(kp, 0, cur);
   for (std::uint32_t first = 0; first < n; first += step) {
     if (first + step < n) load_rows(kp, first + step, next);
+    float dot[unroll * H];  // [row u, head j]
 #pragma unroll
     for (int u = 0; u < unroll; ++u) {
       float k[V];
       widen<C>(cur[u], k);
-      float dot[H];
 #pragma unroll
       for (int j = 0; j < H; ++j) {
-        dot[j] = 0;
+        float d = 0;
 #pragma unroll
-        for (int e = 0; e < V; ++e) dot[j] += q[j][e] * k[e];
-        for (int o = row_threads / 2; o > 0; o >>= 1) dot[j] += __shfl_xor_sync(0xffffffffu, dot[j], o);
+        for (int e = 0; e < V; ++e) d += q[j][e] * k[e];
+        dot[u * H + j] = d;
       }
-      const std::uint32_t pos = first + row + u * rows;
-      if (pos < n && d0 == 0)
+    }
+    constexpr int M = unroll * H;
+    const int l = threadIdx.x % row_threads;
+    transpose_reduce<M, row_threads>(dot, l);
+    constexpr int spread = M < row_threads ? row_threads / M : 1;  // lanes holding the same sum
+    if (l % spread == 0) {
 #pragma unroll
-        for (int j = 0; j < H; ++j) scores[j * p.chunk_positions + pos] = dot[j] * p.scale;
+      for (int i = 0; i < (M > row_threads ? M / row_threads : 1); ++i) {
+        const int idx = reduced_index<M, row_threads>(l) + i, u = idx / H, j = idx % H;
+        const std::uint32_t pos = first + row + u * rows;
+        if (pos < n) scores[j * p.chunk_positions + pos] = dot[i] * p.scale;
+      }
     }
 #pragma unroll
     for (int u = 0; u < unroll; ++u) cur[u] = next[u];
@@ -245,12 +281,21 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
     using A = ElementOf<decltype(a)>;
     using C = ElementOf<decltype(c)>;
     const dim3 grid(chunks, p.q_heads / heads, p.seqs);
-    switch (heads) {  // the one place the block's head count becomes a template argument
-      case 8: decode_chunks_kernel<A, C, 8><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
-      case 4: decode_chunks_kernel<A, C, 4><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
-      case 2: decode_chunks_kernel<A, C, 2><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
-      default: decode_chunks_kernel<A, C, 1><<<grid, attention_threads, smem, stream>>>(p, chunks); break;
-    }
+    auto launch = [&](auto h, auto hd) {
+      decode_chunks_kernel<A, C, decltype(h)::value, decltype(hd)::value>
+          <<<grid, attention_threads, smem, stream>>>(p, chunks);
+    };
+    // The one place the block's head count and the head size become template arguments.
+    auto with_heads = [&](auto hd) {
+      switch (heads) {
+        case 8: return launch(std::integral_constant<int, 8>{}, hd);
+        case 4: return launch(std::integral_constant<int, 4>{}, hd);
+        case 2: return launch(std::integral_constant<int, 2>{}, hd);
+        default: return launch(std::integral_constant<int, 1>{}, hd);
+      }
+    };
+    if (p.head_dim == 64) with_heads(std::integral_constant<int, 64>{});
+    else with_heads(std::integral_constant<int, 128>{});
     decode_merge_kernel<A><<<dim3(p.q_heads, p.seqs), p.head_dim, 0, stream>>>(p, chunks);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
