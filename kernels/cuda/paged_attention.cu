@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 namespace actorlm::kernels::cuda {
 
@@ -155,6 +156,9 @@ __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(Decode
 #pragma unroll
     for (int u = 0; u < unroll; ++u) cur[u] = next[u];
   }
+  // The values' first rows are on their way while the softmax runs.
+  const C* vp = static_cast<const C*>(p.v_plane);
+  load_rows(vp, 0, cur);
   __syncthreads();
 
   // 2. Softmax numerators: a warp per head.
@@ -176,9 +180,7 @@ __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(Decode
   __syncthreads();
 
   // 3. Weighted values: each thread sums its rows' 16-byte slices, then adds them into acc_sum.
-  const C* vp = static_cast<const C*>(p.v_plane);
   float acc[H][V] = {};
-  load_rows(vp, 0, cur);
   for (std::uint32_t first = 0; first < n; first += step) {
     if (first + step < n) load_rows(vp, first + step, next);
 #pragma unroll
@@ -243,6 +245,35 @@ __global__ void decode_merge_kernel(DecodeAttentionParams p, std::uint32_t chunk
 
 void check(bool ok, const std::string& what) { require(ok, "decode_attention: " + what); }
 
+using Pass1Kernel = void (*)(DecodeAttentionParams, std::uint32_t);
+
+// The one place the dtypes, the block's head count and the head size become template arguments.
+Pass1Kernel pass1_kernel(const DecodeAttentionParams& p, int heads) {
+  Pass1Kernel k = nullptr;
+  with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
+    using A = ElementOf<decltype(a)>;
+    using C = ElementOf<decltype(c)>;
+    auto pick = [&](auto hd) {
+      constexpr int HD = decltype(hd)::value;
+      switch (heads) {
+        case 8: k = decode_chunks_kernel<A, C, 8, HD>; break;
+        case 4: k = decode_chunks_kernel<A, C, 4, HD>; break;
+        case 2: k = decode_chunks_kernel<A, C, 2, HD>; break;
+        default: k = decode_chunks_kernel<A, C, 1, HD>; break;
+      }
+    };
+    if (p.head_dim == 64) pick(std::integral_constant<int, 64>{});
+    else pick(std::integral_constant<int, 128>{});
+  });
+  return k;
+}
+
+// Pass 1's dynamic shared memory: scores, value sums, the softmax statistics, the block ids.
+std::size_t pass1_smem(const DecodeAttentionParams& p, int heads) {
+  return (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float) +
+         p.chunk_positions / p.block_size * sizeof(std::uint32_t);
+}
+
 }  // namespace
 
 std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_heads, std::int32_t head_dim,
@@ -250,17 +281,43 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
   return std::size_t(seqs) * q_heads * chunks_of(max_context, chunk_positions) * (head_dim + 2);
 }
 
-std::uint32_t decode_attention_chunk(std::int32_t seqs, std::int32_t kv_heads, std::uint32_t max_context,
-                                     std::uint32_t block_size, int multiprocessors) {
-  // Blocks of pass 1 at least 4 per multiprocessor (counting one per KV group); chunks of 64
-  // positions at least (a block covers 16 to 64 at a time) and 512 at most (longer chunks add no
-  // bandwidth, only fewer partials to merge).
-  const std::uint32_t unit = std::max<std::uint32_t>(64, block_size);
-  const std::uint64_t want_blocks = 4ull * std::max(multiprocessors, 1);
-  const std::uint64_t pairs = std::uint64_t(std::max(seqs, 1)) * std::max(kv_heads, 1);
-  const std::uint64_t per_block = (std::uint64_t(max_context) * pairs + want_blocks - 1) / want_blocks;
-  const std::uint64_t chunk = (per_block + unit - 1) / unit * unit;
-  return std::uint32_t(std::clamp<std::uint64_t>(chunk, unit, std::max<std::uint32_t>(512, unit)));
+std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
+  check(shape.block_size > 0 && (shape.block_size & (shape.block_size - 1)) == 0, "block_size must be a power of two");
+  check(shape.q_heads > 0 && shape.kv_heads > 0 && shape.q_heads % shape.kv_heads == 0,
+        "query heads must be a multiple of KV heads");
+  int device = 0, sms = 0;
+  ACTORLM_CUDA_CHECK(cudaGetDevice(&device));
+  ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const std::uint32_t unit = std::max<std::uint32_t>(64, shape.block_size);
+  const std::uint32_t longest = std::max(unit, (std::max(shape.max_context, 1u) + unit - 1) / unit * unit);
+  std::vector<std::uint32_t> candidates;  // longest first
+  for (std::uint32_t c = max_chunk_positions; c >= unit; c /= 2)
+    if (c <= longest && c % shape.block_size == 0) candidates.push_back(c);
+  if (candidates.empty()) candidates.push_back(unit);
+  struct Fit {
+    std::uint32_t chunk;
+    std::uint64_t blocks, resident;
+  };
+  std::vector<Fit> fits;
+  for (const std::uint32_t c : candidates) {
+    DecodeAttentionParams p = shape;
+    p.chunk_positions = c;
+    const int heads = heads_per_block(p);
+    int per_sm = 0;
+    ACTORLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass1_kernel(p, heads), attention_threads,
+                                                                     pass1_smem(p, heads)));
+    fits.push_back({c, std::uint64_t(std::max(shape.seqs, 1)) * (shape.q_heads / heads) * chunks_of(shape.max_context, c),
+                    std::uint64_t(std::max(per_sm, 1)) * sms});
+  }
+  // Measured on an H200 (tools/gpu/decode_attention_bench --chunk): a thread block costs a fixed
+  // part besides its positions, so long chunks win while the launch still has two waves of
+  // blocks to balance the multiprocessors; with fewer, all blocks at once in one wave, as short
+  // as fits.
+  for (const Fit& f : fits)
+    if (f.blocks >= 2 * f.resident) return f.chunk;
+  for (auto f = fits.rbegin(); f != fits.rend(); ++f)
+    if (f->blocks <= f->resident) return f->chunk;
+  return fits.front().chunk;
 }
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
@@ -275,28 +332,10 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
           "max_context past the block tables");
   const std::uint32_t chunks = chunks_of(p.max_context, p.chunk_positions);
   const int heads = heads_per_block(p);
-  const std::size_t smem = (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float) +
-                           p.chunk_positions / p.block_size * sizeof(std::uint32_t);
-  with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
-    using A = ElementOf<decltype(a)>;
-    using C = ElementOf<decltype(c)>;
-    const dim3 grid(chunks, p.q_heads / heads, p.seqs);
-    auto launch = [&](auto h, auto hd) {
-      decode_chunks_kernel<A, C, decltype(h)::value, decltype(hd)::value>
-          <<<grid, attention_threads, smem, stream>>>(p, chunks);
-    };
-    // The one place the block's head count and the head size become template arguments.
-    auto with_heads = [&](auto hd) {
-      switch (heads) {
-        case 8: return launch(std::integral_constant<int, 8>{}, hd);
-        case 4: return launch(std::integral_constant<int, 4>{}, hd);
-        case 2: return launch(std::integral_constant<int, 2>{}, hd);
-        default: return launch(std::integral_constant<int, 1>{}, hd);
-      }
-    };
-    if (p.head_dim == 64) with_heads(std::integral_constant<int, 64>{});
-    else with_heads(std::integral_constant<int, 128>{});
-    decode_merge_kernel<A><<<dim3(p.q_heads, p.seqs), p.head_dim, 0, stream>>>(p, chunks);
+  const dim3 grid(chunks, p.q_heads / heads, p.seqs);
+  pass1_kernel(p, heads)<<<grid, attention_threads, pass1_smem(p, heads), stream>>>(p, chunks);
+  with_type(p.act_dtype, [&](auto* a) {
+    decode_merge_kernel<ElementOf<decltype(a)>><<<dim3(p.q_heads, p.seqs), p.head_dim, 0, stream>>>(p, chunks);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }

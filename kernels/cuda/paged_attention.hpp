@@ -37,12 +37,12 @@ struct DecodeAttentionParams {
 std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_heads, std::int32_t head_dim,
                                               std::uint32_t max_context, std::uint32_t chunk_positions);
 
-// A chunk_positions for a launch: long enough that the partials stay few, short enough that the
-// launch has several thread blocks per multiprocessor when the batch is small (one sequence of
-// 512 positions is otherwise one block per KV head, and its time all latency). A multiple of
-// block_size (a power of two), between max(64, block_size) and 512.
-std::uint32_t decode_attention_chunk(std::int32_t seqs, std::int32_t kv_heads, std::uint32_t max_context,
-                                     std::uint32_t block_size, int multiprocessors);
+// A chunk_positions for a launch of `shape` (its seqs, heads, head_dim, dtypes, block_size and
+// max_context; chunk_positions ignored) on the current device: the longest chunk (up to 2048)
+// that still leaves two waves of thread blocks, else all blocks in one wave with chunks as short
+// as that allows. A multiple of block_size, at least max(64, block_size). Size the workspace with
+// it. Queries the device (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape);
 
 // Throws std::invalid_argument naming what it cannot run: head_dim other than 64 / 128, query
 // heads not a multiple of KV heads, a block size not a power of two, chunk_positions not whole

@@ -5,8 +5,9 @@
 // 1 / 64 / 256 at contexts 512 / 4k / 32k. Small cases cycle over disjoint copies of their blocks
 // (at least 256 MiB in all) so repetitions do not read a warm L2.
 //
-//   decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT]
-//   (--only: that one case, e.g. to profile it with ncu)
+//   decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT] [--chunk N]
+//   (--only: that one case, e.g. to profile it with ncu; --chunk: this chunk_positions instead of
+//   decode_attention_chunk's choice)
 //
 // Bytes counted: the K and V rows attended, the queries and the outputs (what the kernel cannot
 // avoid); the split-K partials it writes and re-reads are not counted. Medians over --reps
@@ -100,7 +101,7 @@ struct Result {
 
 // All cases of one head shape over one pair of planes sized for the largest.
 void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const std::vector<std::uint32_t>& contexts,
-               int reps, int multiprocessors, std::vector<Result>& out) {
+               int reps, std::uint32_t fixed_chunk, std::vector<Result>& out) {
   const std::uint32_t max_blocks =
       std::uint32_t(*std::max_element(batches.begin(), batches.end())) *
       ((*std::max_element(contexts.begin(), contexts.end()) + block_size - 1) / block_size);
@@ -124,7 +125,19 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       std::vector<std::uint32_t> tables(perm.begin(), perm.begin() + std::size_t(sets) * blocks);
       std::vector<std::uint32_t> lens(batch, ctx);
       const std::size_t qn = std::size_t(batch) * sh.q_heads * sh.head_dim;
-      const std::uint32_t chunk = gpu::decode_attention_chunk(batch, sh.kv_heads, ctx, block_size, multiprocessors);
+      gpu::DecodeAttentionParams p;
+      p.seqs = batch;
+      p.q_heads = sh.q_heads;
+      p.kv_heads = sh.kv_heads;
+      p.head_dim = sh.head_dim;
+      p.block_size = block_size;
+      p.max_blocks_per_seq = per_seq;
+      p.max_context = ctx;
+      p.scale = 1.0f / std::sqrt(float(sh.head_dim));
+      p.act_dtype = gpu::ActDtype::bf16;
+      p.cache_dtype = gpu::ActDtype::bf16;
+      const std::uint32_t chunk = fixed_chunk ? fixed_chunk : gpu::decode_attention_chunk(p);
+      p.chunk_positions = chunk;
       const std::size_t ws = gpu::decode_attention_workspace_floats(batch, sh.q_heads, sh.head_dim, ctx, chunk);
       std::uint32_t *dt = nullptr, *dl = nullptr;
       void *dq = nullptr, *dout = nullptr;
@@ -137,24 +150,12 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       ACTORLM_CUDA_CHECK(cudaMemcpy(dt, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
       ACTORLM_CUDA_CHECK(cudaMemcpy(dl, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
       fill(dq, qn, 4);
-      gpu::DecodeAttentionParams p;
       p.q = dq;
       p.k_plane = k;
       p.v_plane = v;
       p.context_lens = dl;
       p.out = dout;
       p.workspace = dws;
-      p.seqs = batch;
-      p.q_heads = sh.q_heads;
-      p.kv_heads = sh.kv_heads;
-      p.head_dim = sh.head_dim;
-      p.block_size = block_size;
-      p.max_blocks_per_seq = per_seq;
-      p.max_context = ctx;
-      p.chunk_positions = chunk;
-      p.scale = 1.0f / std::sqrt(float(sh.head_dim));
-      p.act_dtype = gpu::ActDtype::bf16;
-      p.cache_dtype = gpu::ActDtype::bf16;
       const float ms = median_ms(reps, [&](int i) {
         p.block_tables = dt + std::size_t(i % sets) * blocks;
         gpu::decode_attention(p, nullptr);
@@ -173,14 +174,15 @@ int main(int argc, char** argv) try {
   std::string json;
   int reps = 20;
   int only_hd = 0, only_batch = 0;
-  unsigned only_ctx = 0;
+  unsigned only_ctx = 0, chunk = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json = argv[++i];
     else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--chunk" && i + 1 < argc) chunk = unsigned(std::atoi(argv[++i]));
     else if (a == "--only" && i + 1 < argc && std::sscanf(argv[++i], "%d,%d,%u", &only_hd, &only_batch, &only_ctx) == 3) {}
     else {
-      std::fprintf(stderr, "usage: decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT]\n");
+      std::fprintf(stderr, "usage: decode_attention_bench [--json FILE] [--reps N] [--only HEAD_DIM,BATCH,CONTEXT] [--chunk N]\n");
       return 2;
     }
   }
@@ -198,7 +200,7 @@ int main(int argc, char** argv) try {
     if (only_hd && sh.head_dim != only_hd) continue;
     const std::vector<std::int32_t> batches = only_hd ? std::vector<std::int32_t>{only_batch} : std::vector<std::int32_t>{1, 64, 256};
     const std::vector<std::uint32_t> contexts = only_hd ? std::vector<std::uint32_t>{only_ctx} : std::vector<std::uint32_t>{512, 4096, 32768};
-    run_shape(sh, batches, contexts, reps, prop.multiProcessorCount, results);
+    run_shape(sh, batches, contexts, reps, chunk, results);
   }
   std::printf("%-12s %6s %8s %6s %10s %9s %8s\n", "heads", "batch", "context", "chunk", "ms", "GB/s", "of copy");
   for (const Result& r : results)

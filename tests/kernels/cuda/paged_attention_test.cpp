@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -45,7 +46,8 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
   const std::uint32_t bs = 16;
   const std::vector<Case> cases = {{9, 3, 64, {1, 17, 300, 1000}, 512}, {8, 8, 128, {5, 2100}, 256},
                                    {8, 1, 64, {129, 64}, 64}, {4, 2, 128, {700}, 2048},
-                                   {32, 8, 128, {33, 4100, 16}, 512}, {71, 1, 64, {257, 3}, 256}};
+                                   {32, 8, 128, {33, 4100, 16}, 512}, {71, 1, 64, {257, 3}, 256},
+                                   {16, 2, 128, {3000, 1025}, 1024}};
   for (const Case& c : cases)
     for (const auto cache : {ActDtype::f32, ActDtype::f16, ActDtype::bf16})
       for (const auto act : {ActDtype::f32, ActDtype::f16, ActDtype::bf16}) {
@@ -152,17 +154,25 @@ BOOST_AUTO_TEST_CASE(decode_attention_refuses_what_it_cannot_run) {
   cudaFree(any);
 }
 
-BOOST_AUTO_TEST_CASE(the_chosen_chunk_is_whole_blocks_and_splits_small_batches_finer) {
+BOOST_AUTO_TEST_CASE(the_chosen_chunk_is_whole_blocks_and_runs) {
+  int sms = 0;
+  ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   for (const std::uint32_t bs : {8u, 16u, 32u, 128u})
     for (const std::int32_t seqs : {1, 3, 64, 256})
       for (const std::uint32_t ctx : {1u, 100u, 512u, 4096u, 32768u})
-        for (const int sms : {1, 132}) {
-          const std::uint32_t c = gpu::decode_attention_chunk(seqs, 8, ctx, bs, sms);
-          BOOST_TEST((c % bs == 0 && c >= std::max(64u, bs) && c <= std::max(512u, bs)),
-                     "bs " << bs << " seqs " << seqs << " ctx " << ctx << " sms " << sms << ": " << c);
+        for (const auto& [qh, kvh, hd] : {std::tuple{32, 8, 128}, std::tuple{71, 1, 64}, std::tuple{8, 8, 64}}) {
+          gpu::DecodeAttentionParams p;
+          p.seqs = seqs, p.q_heads = qh, p.kv_heads = kvh, p.head_dim = hd, p.block_size = bs, p.max_context = ctx;
+          p.act_dtype = p.cache_dtype = ActDtype::bf16;
+          const std::uint32_t c = gpu::decode_attention_chunk(p);
+          BOOST_TEST((c % bs == 0 && c >= std::max(64u, bs) && c <= 2048u),
+                     "bs " << bs << " seqs " << seqs << " ctx " << ctx << " heads " << qh << "/" << kvh << ": " << c);
+          // Never longer than the context needs (rounded to whole blocks of at least 64).
+          BOOST_TEST(c <= std::max({64u, bs, (ctx + 63) / 64 * 64}), "ctx " << ctx << " got " << c);
         }
-  // One sequence of 512 positions, 8 KV heads, 132 multiprocessors: 8 chunks of 64 (64 blocks,
-  // not 8); 64 sequences of 4k already make 4096 blocks at 512.
-  BOOST_TEST(gpu::decode_attention_chunk(1, 8, 512, 16, 132) == 64u);
-  BOOST_TEST(gpu::decode_attention_chunk(64, 8, 4096, 16, 132) == 512u);
+  // A single sequence of 32k on this device: several chunks, so more than one block per KV head.
+  gpu::DecodeAttentionParams one;
+  one.seqs = 1, one.q_heads = 32, one.kv_heads = 8, one.head_dim = 128, one.block_size = 16, one.max_context = 32768;
+  BOOST_TEST(gpu::decode_attention_chunk(one) < 32768u);
+  BOOST_TEST_MESSAGE(sms << " multiprocessors: chunk " << gpu::decode_attention_chunk(one) << " for one sequence of 32k");
 }
