@@ -8,7 +8,15 @@
 #include <cuda_fp16.h>
 
 #include <cstring>
+#include <ostream>
 #include <vector>
+
+namespace actorlm::kernels::cuda {
+// Test cases over dtypes print them by name.
+inline std::ostream& operator<<(std::ostream& o, ActDtype d) {
+  return o << (d == ActDtype::f32 ? "f32" : d == ActDtype::f16 ? "f16" : "bf16");
+}
+}  // namespace actorlm::kernels::cuda
 
 namespace actorlm::testing {
 

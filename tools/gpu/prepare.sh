@@ -21,18 +21,19 @@ for t in json.load(sys.stdin)["tests"]:
     print(t["name"], os.path.basename(t["command"][0]), *t["command"][1:])
 ' >"$bundle/tests.txt"
 bins=$(awk '{print "build/tests/" $2}' "$bundle/tests.txt")
-bins+=" build/tools/decode_attention_bench"
+bins+=" build/tools/decode_attention_bench build/tools/gemm_bench"
 for b in $bins; do
   [[ -x $b ]] || { echo "prepare: $b was not built (is nvcc found? ACTORLM_CUDA=ON?)" >&2; exit 1; }
   cp "$b" "$bundle/bin/"
   strip --strip-debug "$bundle/bin/$(basename "$b")"
 done
 
-# Their shared libraries, except the C library's (the GPU machine's own, newer, serve) and the
-# driver's libcuda (only the GPU machine's own matches its driver).
+# Their shared libraries, except the C library's (the GPU machine's own, newer, serve), the
+# driver's libcuda (only the GPU machine's own matches its driver) and cuBLAS (600 MB: check.sh
+# finds the GPU machine's own, from its CUDA toolkit or PyTorch's wheels).
 for b in "$bundle"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*) ;;
+    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*) ;;
     *) cp -L "$lib" "$bundle/lib/" ;;
   esac
 done

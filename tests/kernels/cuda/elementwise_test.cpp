@@ -33,12 +33,6 @@ using testing::rounded;
 namespace cpu = actorlm::kernels::cpu;
 namespace gpu = actorlm::kernels::cuda;
 
-namespace actorlm::kernels::cuda {
-std::ostream& operator<<(std::ostream& o, ActDtype d) {
-  return o << (d == ActDtype::f32 ? "f32" : d == ActDtype::f16 ? "f16" : "bf16");
-}
-}  // namespace actorlm::kernels::cuda
-
 namespace {
 
 const ActDtype dtypes[] = {ActDtype::f32, ActDtype::f16, ActDtype::bf16};

@@ -116,8 +116,8 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
           worst = testing::nan_max(worst, std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(double(want[i]))));
         // f32: both sum in f32 in other orders; f16 / bf16 output: its rounding (2^-11, 2^-8) on top.
         const double bound = act == ActDtype::f32 ? 2e-5 : act == ActDtype::f16 ? 1e-3 : 8e-3;
-        BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " cache " << int(cache)
-                                               << " act " << int(act) << ": " << worst);
+        BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " cache " << cache
+                                               << " act " << act << ": " << worst);
       }
 }
 

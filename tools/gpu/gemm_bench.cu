@@ -1,0 +1,106 @@
+// cuBLAS products (kernels/cuda/gemm.hpp) as the cuda backend will run them, bf16 with f32
+// accumulation: a Llama-3.2-1B-shaped MLP projection (weight [8192, 2048]) at the token counts of
+// decode steps (1, 64, 256) and of a prefill chunk (4096), and an 8192³ product for the device's
+// matrix ceiling. Prints time, TFLOP/s and the bytes moved per second (weight + activations +
+// output, each once): decode-sized products are bound by reading the weight.
+//
+//   gemm_bench [--json FILE] [--reps N]
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/gemm.hpp"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace gpu = actorlm::kernels::cuda;
+
+namespace {
+
+__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    std::uint32_t x = std::uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
+    p[i] = __float2bfloat16_rn((float(x >> 8) / float(1 << 23) - 1.0f) * 0.1f + 1e-3f);
+  }
+}
+
+struct Case {
+  std::int64_t m, n, k;
+  float ms;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  std::string json;
+  int reps = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) json = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: gemm_bench [--json FILE] [--reps N]\n");
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::puts("no CUDA device: skipped");
+    return 77;
+  }
+  std::vector<Case> cases = {{1, 8192, 2048, 0}, {64, 8192, 2048, 0}, {256, 8192, 2048, 0}, {4096, 8192, 2048, 0},
+                             {8192, 8192, 8192, 0}};
+  gpu::Blas blas(nullptr);
+  cudaEvent_t e0, e1;
+  ACTORLM_CUDA_CHECK(cudaEventCreate(&e0));
+  ACTORLM_CUDA_CHECK(cudaEventCreate(&e1));
+  for (Case& c : cases) {
+    // Weights rotate over copies totalling >= 256 MiB, so the 50 MB L2 does not hold them.
+    const std::size_t wn = std::size_t(c.n * c.k), copies = std::max<std::size_t>(1, (256u << 20) / (wn * 2) + 1);
+    __nv_bfloat16 *w = nullptr, *a = nullptr, *o = nullptr;
+    ACTORLM_CUDA_CHECK(cudaMalloc(&w, wn * copies * 2));
+    ACTORLM_CUDA_CHECK(cudaMalloc(&a, std::size_t(c.m * c.k) * 2));
+    ACTORLM_CUDA_CHECK(cudaMalloc(&o, std::size_t(c.m * c.n) * 2));
+    fill_kernel<<<2048, 256>>>(w, wn * copies, 1);
+    fill_kernel<<<2048, 256>>>(a, std::size_t(c.m * c.k), 2);
+    ACTORLM_CUDA_CHECK(cudaGetLastError());
+    std::vector<float> times;
+    for (int r = 0; r < reps + 3; ++r) {
+      const gpu::GemmParams p{a, w + wn * (r % copies), o, c.m, c.n, c.k, gpu::ActDtype::bf16, gpu::ActDtype::bf16};
+      ACTORLM_CUDA_CHECK(cudaEventRecord(e0));
+      blas.gemm(p);
+      ACTORLM_CUDA_CHECK(cudaEventRecord(e1));
+      ACTORLM_CUDA_CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      ACTORLM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 3) times.push_back(ms);  // three warm-ups
+    }
+    std::sort(times.begin(), times.end());
+    c.ms = times[times.size() / 2];
+    cudaFree(w), cudaFree(a), cudaFree(o);
+  }
+  std::printf("%6s %6s %6s %10s %9s %9s\n", "m", "n", "k", "ms", "TFLOP/s", "GB/s");
+  FILE* f = json.empty() ? nullptr : std::fopen(json.c_str(), "w");
+  if (f) std::fprintf(f, "{\"dtype\": \"bf16\", \"cases\": [");
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Case& c = cases[i];
+    const double flops = 2.0 * c.m * c.n * c.k, bytes = 2.0 * (c.n * c.k + c.m * c.k + c.m * c.n);
+    const double tflops = flops / (c.ms * 1e-3) / 1e12, gbps = bytes / (c.ms * 1e-3) / 1e9;
+    std::printf("%6lld %6lld %6lld %10.4f %9.1f %9.0f\n", (long long)c.m, (long long)c.n, (long long)c.k, c.ms, tflops, gbps);
+    if (f)
+      std::fprintf(f, "%s\n  {\"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": %.5f, \"tflops\": %.2f, \"gbps\": %.1f}",
+                   i ? "," : "", (long long)c.m, (long long)c.n, (long long)c.k, c.ms, tflops, gbps);
+  }
+  if (f) {
+    std::fprintf(f, "\n]}\n");
+    std::fclose(f);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "gemm_bench: %s\n", e.what());
+  return 1;
+}
