@@ -309,15 +309,17 @@ std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
     fits.push_back({c, std::uint64_t(std::max(shape.seqs, 1)) * (shape.q_heads / heads) * chunks_of(shape.max_context, c),
                     std::uint64_t(std::max(per_sm, 1)) * sms});
   }
-  // Measured on an H200 (tools/gpu/decode_attention_bench --chunk): a thread block costs a fixed
-  // part besides its positions, so long chunks win while the launch still has two waves of
-  // blocks to balance the multiprocessors; with fewer, all blocks at once in one wave, as short
-  // as fits.
+  // Measured on an H200 (tools/gpu/decode_attention_bench --chunk, chunks 64..2048): a thread
+  // block costs a fixed part besides its positions (chunks of 128 took 1.7 times as long as 512
+  // at batch 64 / 4k), and a last wave that fills few multiprocessors costs a whole block time
+  // (2048: 1.3 waves, slower than 1024: 2.6 waves). So: the longest chunk of at least 512 that
+  // leaves two waves; else (small batches) the longest that still gives 3 blocks per
+  // multiprocessor, down to the shortest.
   for (const Fit& f : fits)
-    if (f.blocks >= 2 * f.resident) return f.chunk;
-  for (auto f = fits.rbegin(); f != fits.rend(); ++f)
-    if (f->blocks <= f->resident) return f->chunk;
-  return fits.front().chunk;
+    if (f.chunk >= std::min<std::uint32_t>(512, longest) && f.blocks >= 2 * f.resident) return f.chunk;
+  for (const Fit& f : fits)
+    if (f.blocks >= 3ull * sms) return f.chunk;
+  return fits.back().chunk;
 }
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
