@@ -71,18 +71,15 @@ __device__ inline int reduced_index(int l) {
   return M <= R ? l / (R / M) : l * (M / R);
 }
 
-// The kernel. grid: (chunks of max_context, q_heads / H, seqs); a thread block per (chunk, H query
+// Pass 1. grid: (chunks of max_context, q_heads / H, seqs); a thread block per (chunk, H query
 // heads of one KV group, sequence), so a chunk's K and V cross the memory bus once per H heads.
 // A row (position) of K or V is read by `row_threads` threads, 16 bytes each, as streaming loads
 // (read once: evict first); the block covers `rows` positions at a time and loads the next
 // `unroll` of them while it computes on the current ones. The chunk's block ids are read into
 // shared memory first, so a row's address costs no dependent global load. Scores: [H, chunk] in
 // shared memory; the values' weighted sums are added over the rows into shared [H, head_dim].
-// Up to 4 heads: registers capped at 80 (6 blocks per multiprocessor; uncapped the merge step
-// takes it to 96 and 5). 8 heads need their registers (capped, they spill 1 KiB).
 template <class A, class C, int H, int HD>
-__global__ void __launch_bounds__(attention_threads, H <= 4 ? 6 : 1)
-    decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
+__global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
   extern __shared__ float smem[];
   constexpr int V = vec_elems<C>, hd = HD;
   constexpr int row_threads = HD / V, rows = attention_threads / row_threads;
@@ -94,7 +91,7 @@ __global__ void __launch_bounds__(attention_threads, H <= 4 ? 6 : 1)
   const std::uint32_t c = blockIdx.x;
   const std::int32_t h0 = blockIdx.y * H, s = blockIdx.z;
   const std::uint32_t ctx = p.context_lens[s], p0 = c * p.chunk_positions;
-  if (p0 >= ctx) return;  // past this sequence's context: the merge reads only its used chunks
+  if (p0 >= ctx) return;  // past this sequence's context: pass 2 reads only its used chunks
   const std::uint32_t n = min(ctx, p0 + p.chunk_positions) - p0;
   const std::int32_t g = static_cast<std::int32_t>(std::int64_t(h0) * p.kv_heads / p.q_heads);
   const std::uint32_t* table = p.block_tables + std::size_t(s) * p.max_blocks_per_seq + (p0 >> bs_shift);
@@ -208,49 +205,14 @@ __global__ void __launch_bounds__(attention_threads, H <= 4 ? 6 : 1)
     for (int e = 0; e < V; ++e) atomicAdd(&acc_sum[j * hd + d0 + e], acc[j][e]);
   __syncthreads();
 
-  const std::size_t row_floats = std::size_t(chunks) * (hd + 2);  // one query head's partials
-  float* parts = p.workspace + (std::size_t(s) * p.q_heads + h0) * row_floats;  // [H, chunks, hd + 2]
   for (int j = 0; j < H; ++j) {
-    float* part = parts + j * row_floats + std::size_t(c) * (hd + 2);
+    float* part = p.workspace + ((std::size_t(s) * p.q_heads + h0 + j) * chunks + c) * (hd + 2);
     if (threadIdx.x == 0) part[0] = stats[2 * j], part[1] = stats[2 * j + 1];
     for (std::int32_t d = threadIdx.x; d < hd; d += attention_threads) part[2 + d] = acc_sum[j * hd + d];
   }
-
-  // 4. The last block of the (sequence, head group) to finish merges its chunks' partials, so
-  // the launch needs no second kernel: a ticket per group in the workspace's counters, released
-  // after this block's partials are visible device-wide, and reset for the next launch.
-  __shared__ bool last;
-  __threadfence();
-  __syncthreads();
-  const std::uint32_t used = chunks_of(ctx, p.chunk_positions);
-  if (threadIdx.x == 0) {
-    auto* counter = reinterpret_cast<unsigned*>(p.workspace + std::size_t(p.seqs) * p.q_heads * row_floats) +
-                    std::size_t(s) * p.q_heads + h0;
-    last = atomicAdd(counter, 1u) + 1 == used;
-    if (last) *counter = 0;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  A* out = static_cast<A*>(p.out) + (std::int64_t(s) * p.q_heads + h0) * hd;
-  for (int j = 0; j < H; ++j) {
-    const float* pj = parts + j * row_floats;
-    float row_max = -INFINITY;
-    for (std::uint32_t k = 0; k < used; ++k) row_max = fmaxf(row_max, __ldcg(pj + k * (hd + 2)));
-    for (std::int32_t d = threadIdx.x; d < hd; d += attention_threads) {
-      float total = 0, acc_d = 0;
-      for (std::uint32_t k = 0; k < used; ++k) {
-        const float* pc = pj + k * (hd + 2);
-        const float w = m::merge_weight(__ldcg(pc), row_max);
-        total += w * __ldcg(pc + 1);
-        acc_d += w * __ldcg(pc + 2 + d);
-      }
-      store(out, std::int64_t(j) * hd + d, acc_d / total);
-    }
-  }
 }
 
-// Query heads per thread block: the largest divisor of the KV group (q_heads / kv_heads) that
+// Query heads per pass-1 block: the largest divisor of the KV group (q_heads / kv_heads) that
 // keeps the accumulators in registers and the block's scores in `score_bytes`.
 int heads_per_block(const DecodeAttentionParams& p) {
   const int group = p.q_heads / p.kv_heads;
@@ -259,13 +221,35 @@ int heads_per_block(const DecodeAttentionParams& p) {
   return 1;
 }
 
+// Pass 2. grid: (q_heads, seqs); a thread per output element of the head.
+template <class A>
+__global__ void decode_merge_kernel(DecodeAttentionParams p, std::uint32_t chunks) {
+  const std::int32_t h = blockIdx.x, s = blockIdx.y, hd = p.head_dim;
+  // Contexts longer than max_context are outside the contract; they read no unwritten partial.
+  const std::uint32_t used = min(chunks, chunks_of(p.context_lens[s], p.chunk_positions));
+  const float* parts = p.workspace + (std::size_t(s) * p.q_heads + h) * chunks * (hd + 2);
+  float row_max = -INFINITY;
+  for (std::uint32_t c = 0; c < used; ++c) row_max = fmaxf(row_max, parts[c * (hd + 2)]);
+  A* o = static_cast<A*>(p.out) + (std::int64_t(s) * p.q_heads + h) * hd;
+  for (std::int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
+    float total = 0, acc = 0;
+    for (std::uint32_t c = 0; c < used; ++c) {
+      const float* pc = parts + c * (hd + 2);
+      const float w = m::merge_weight(pc[0], row_max);
+      total += w * pc[1];
+      acc += w * pc[2 + d];
+    }
+    store(o, d, used == 0 ? 0.0f : acc / total);
+  }
+}
+
 void check(bool ok, const std::string& what) { require(ok, "decode_attention: " + what); }
 
-using DecodeKernel = void (*)(DecodeAttentionParams, std::uint32_t);
+using Pass1Kernel = void (*)(DecodeAttentionParams, std::uint32_t);
 
 // The one place the dtypes, the block's head count and the head size become template arguments.
-DecodeKernel decode_kernel(const DecodeAttentionParams& p, int heads) {
-  DecodeKernel k = nullptr;
+Pass1Kernel pass1_kernel(const DecodeAttentionParams& p, int heads) {
+  Pass1Kernel k = nullptr;
   with_types(p.act_dtype, p.cache_dtype, [&](auto* a, auto* c) {
     using A = ElementOf<decltype(a)>;
     using C = ElementOf<decltype(c)>;
@@ -284,8 +268,8 @@ DecodeKernel decode_kernel(const DecodeAttentionParams& p, int heads) {
   return k;
 }
 
-// The kernel's dynamic shared memory: scores, value sums, the softmax statistics, the block ids.
-std::size_t decode_smem(const DecodeAttentionParams& p, int heads) {
+// Pass 1's dynamic shared memory: scores, value sums, the softmax statistics, the block ids.
+std::size_t pass1_smem(const DecodeAttentionParams& p, int heads) {
   return (std::size_t(heads) * (p.chunk_positions + p.head_dim) + 2 * heads) * sizeof(float) +
          p.chunk_positions / p.block_size * sizeof(std::uint32_t);
 }
@@ -294,8 +278,7 @@ std::size_t decode_smem(const DecodeAttentionParams& p, int heads) {
 
 std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_heads, std::int32_t head_dim,
                                               std::uint32_t max_context, std::uint32_t chunk_positions) {
-  // The partials, then one ticket counter per (sequence, query head) (only a head group's first is used).
-  return std::size_t(seqs) * q_heads * (chunks_of(max_context, chunk_positions) * (head_dim + 2) + 1);
+  return std::size_t(seqs) * q_heads * chunks_of(max_context, chunk_positions) * (head_dim + 2);
 }
 
 std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
@@ -321,8 +304,8 @@ std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
     p.chunk_positions = c;
     const int heads = heads_per_block(p);
     int per_sm = 0;
-    ACTORLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_kernel(p, heads), attention_threads,
-                                                                     decode_smem(p, heads)));
+    ACTORLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass1_kernel(p, heads), attention_threads,
+                                                                     pass1_smem(p, heads)));
     fits.push_back({c, std::uint64_t(std::max(shape.seqs, 1)) * (shape.q_heads / heads) * chunks_of(shape.max_context, c),
                     std::uint64_t(std::max(per_sm, 1)) * sms});
   }
@@ -352,7 +335,10 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   const std::uint32_t chunks = chunks_of(p.max_context, p.chunk_positions);
   const int heads = heads_per_block(p);
   const dim3 grid(chunks, p.q_heads / heads, p.seqs);
-  decode_kernel(p, heads)<<<grid, attention_threads, decode_smem(p, heads), stream>>>(p, chunks);
+  pass1_kernel(p, heads)<<<grid, attention_threads, pass1_smem(p, heads), stream>>>(p, chunks);
+  with_type(p.act_dtype, [&](auto* a) {
+    decode_merge_kernel<ElementOf<decltype(a)>><<<dim3(p.q_heads, p.seqs), p.head_dim, 0, stream>>>(p, chunks);
+  });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }
 

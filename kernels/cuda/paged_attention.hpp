@@ -4,8 +4,7 @@
 // kernels/cpu/model/paged_attention.cpp (the reference) does: the visible positions are cut
 // into chunks of chunk_positions (whole blocks); pass 1 computes, per (query head, sequence,
 // chunk), the chunk's maximum score, its sum of exp(score - max) and its weighted sum of
-// values; the last block of a row to finish merges its chunks (cuda_math::merge_weight), in the
-// same launch. GQA / MQA: query head j reads
+// values; pass 2 merges a row's chunks (cuda_math::merge_weight). GQA / MQA: query head j reads
 // KV head j * kv_heads / q_heads; a thread block serves up to 8 query heads of one KV group, so
 // the group's K and V are read once for all of them. head_dim 64 or 128.
 
@@ -25,7 +24,7 @@ struct DecodeAttentionParams {
   const std::uint32_t* block_tables = nullptr;  // [seqs, max_blocks_per_seq]
   const std::uint32_t* context_lens = nullptr;  // [seqs]: positions to attend, in [1, max_context]
   void* out = nullptr;                        // [seqs, q_heads * head_dim] of act_dtype
-  float* workspace = nullptr;                 // decode_attention_workspace_floats(...), zeroed once after allocation
+  float* workspace = nullptr;                 // decode_attention_workspace_floats(...) floats
   std::int32_t seqs = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
   std::uint32_t block_size = 0, max_blocks_per_seq = 0, max_context = 0;
   std::uint32_t chunk_positions = 512;        // a multiple of block_size
@@ -34,9 +33,7 @@ struct DecodeAttentionParams {
   ActDtype cache_dtype = ActDtype::f16;
 };
 
-// Floats of DecodeAttentionParams::workspace: the partials [seqs, q_heads, chunks of max_context,
-// head_dim + 2], then [seqs, q_heads] counters. Zero it once after allocating; each launch leaves
-// the counters at zero again (launches sharing a workspace must be on one stream).
+// Floats of DecodeAttentionParams::workspace: [seqs, q_heads, chunks of max_context, head_dim + 2].
 std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_heads, std::int32_t head_dim,
                                               std::uint32_t max_context, std::uint32_t chunk_positions);
 

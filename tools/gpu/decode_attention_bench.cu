@@ -147,7 +147,6 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       ACTORLM_CUDA_CHECK(cudaMalloc(&dq, qn * 2));
       ACTORLM_CUDA_CHECK(cudaMalloc(&dout, qn * 2));
       ACTORLM_CUDA_CHECK(cudaMalloc(&dws, ws * 4));
-      ACTORLM_CUDA_CHECK(cudaMemset(dws, 0, ws * 4));
       ACTORLM_CUDA_CHECK(cudaMemcpy(dt, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
       ACTORLM_CUDA_CHECK(cudaMemcpy(dl, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
       fill(dq, qn, 4);

@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
         p.scale = scale;
         p.act_dtype = act;
         p.cache_dtype = cache;
-        // Twice on one workspace: the first launch must leave its merge counters ready for the next.
+        // Twice on one workspace: a launch leaves nothing in it that the next one depends on.
         for (int launch = 0; launch < 2; ++launch) {
           ACTORLM_CUDA_CHECK(cudaMemset(dout.ptr, 0xff, q.size() * gpu::act_bytes(act)));  // NaN until written
           gpu::decode_attention(p, nullptr);
