@@ -12,8 +12,8 @@
 #include "kernels/cuda/paged_attention.hpp"
 #include "tests/support/device_acts.hpp"
 #include "tests/support/gpu_test_main.hpp"
-#include "tests/support/nan_max.hpp"
 #include "tests/support/normal_floats.hpp"
+#include "tests/support/paged_kv_fixture.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -43,7 +43,6 @@ struct Case {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
-  const std::uint32_t bs = 16;
   const std::vector<Case> cases = {{9, 3, 64, {1, 17, 300, 1000}, 512}, {8, 8, 128, {5, 2100}, 256},
                                    {8, 1, 64, {129, 64}, 64}, {4, 2, 128, {700}, 2048},
                                    {32, 8, 128, {33, 4100, 16}, 512}, {71, 1, 64, {257, 3}, 256},
@@ -51,48 +50,23 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
   for (const Case& c : cases)
     for (const auto cache : {ActDtype::f32, ActDtype::f16, ActDtype::bf16})
       for (const auto act : {ActDtype::f32, ActDtype::f16, ActDtype::bf16}) {
-        // A bf16 cache: the cpu kernel runs on an f32 cache of bf16-exact values, the GPU on their bf16 copy.
-        const auto kv = cache == ActDtype::f16 ? cpu::KvDtype::f16 : cpu::KvDtype::f32;
         const auto seqs = static_cast<std::int32_t>(c.contexts.size());
         const std::uint32_t max_ctx = *std::max_element(c.contexts.begin(), c.contexts.end());
-        const std::uint32_t per_seq = (max_ctx + bs - 1) / bs, blocks = per_seq * seqs + 3;
-        std::vector<std::uint32_t> ids(blocks);
-        std::iota(ids.begin(), ids.end(), 0u);
-        std::shuffle(ids.begin(), ids.end(), std::mt19937(7));
-        std::vector<std::uint32_t> tables(std::size_t(seqs) * per_seq);
-        std::copy(ids.begin(), ids.begin() + tables.size(), tables.begin());
-        const std::int32_t hd = c.head_dim, kvw = c.kv_heads * hd, qw = c.q_heads * hd;
-        const std::size_t plane = std::size_t(blocks) * kvw * bs * cpu::kv_element_bytes(kv);
-        std::vector<std::byte> kmem(plane), vmem(plane);
-        const cpu::KvPlaneView kp{kmem.data(), blocks, c.kv_heads, bs, hd, kv};
-        const cpu::KvPlaneView vp{vmem.data(), blocks, c.kv_heads, bs, hd, kv};
+        const testing::PagedKvFixture kv(c.kv_heads, c.head_dim, c.contexts, cache);
+        const std::int32_t hd = c.head_dim, qw = c.q_heads * hd;
         const auto q = rounded(testing::normal_floats(std::size_t(seqs) * qw, 1), act);
         std::vector<float> want(q.size());
         const float scale = 1.0f / std::sqrt(float(hd));
-        for (std::int32_t s = 0; s < seqs; ++s) {
-          const std::span<const std::uint32_t> table(tables.data() + std::size_t(s) * per_seq, per_seq);
-          auto k = testing::normal_floats(std::size_t(c.contexts[s]) * kvw, 10 + s);
-          auto v = testing::normal_floats(k.size(), 20 + s);
-          if (cache == ActDtype::bf16) k = rounded(k, cache), v = rounded(v, cache);
-          cpu::write_kv(kp, vp, table, 0, c.contexts[s], k.data(), v.data(), kvw);
-          cpu::paged_attention(kp, vp, table, c.contexts[s] - 1, 1, q.data() + std::size_t(s) * qw, qw, c.q_heads,
-                               scale, want.data() + std::size_t(s) * qw);
-        }
+        for (std::int32_t s = 0; s < seqs; ++s)
+          cpu::paged_attention(kv.kp, kv.vp, kv.table(s), c.contexts[s] - 1, 1, q.data() + std::size_t(s) * qw, qw,
+                               c.q_heads, scale, want.data() + std::size_t(s) * qw);
         DeviceActs dq(q, act), dout(std::vector<float>(q.size()), act);
-        auto as_floats = [](const std::vector<std::byte>& b) {
-          std::vector<float> f(b.size() / sizeof(float));
-          std::memcpy(f.data(), b.data(), b.size());
-          return f;
-        };
-        DeviceArray<std::byte> dk(kmem), dv(vmem);  // the cpu layout, f32 or f16 elements
-        std::optional<DeviceActs> dk16, dv16;       // or its bf16 copy
-        if (cache == ActDtype::bf16) dk16.emplace(as_floats(kmem), cache), dv16.emplace(as_floats(vmem), cache);
-        DeviceArray<std::uint32_t> dt(tables), dctx(c.contexts);
+        DeviceArray<std::uint32_t> dt(kv.tables), dctx(c.contexts);
         DeviceArray<float> ws(std::vector<float>(gpu::decode_attention_workspace_floats(seqs, c.q_heads, hd, max_ctx, c.chunk)));
         gpu::DecodeAttentionParams p;
         p.q = dq.ptr;
-        p.k_plane = dk16 ? dk16->ptr : dk.ptr;
-        p.v_plane = dv16 ? dv16->ptr : dv.ptr;
+        p.k_plane = kv.k_device();
+        p.v_plane = kv.v_device();
         p.block_tables = dt.ptr;
         p.context_lens = dctx.ptr;
         p.out = dout.ptr;
@@ -101,8 +75,8 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
         p.q_heads = c.q_heads;
         p.kv_heads = c.kv_heads;
         p.head_dim = hd;
-        p.block_size = bs;
-        p.max_blocks_per_seq = per_seq;
+        p.block_size = kv.block_size;
+        p.max_blocks_per_seq = kv.per_seq;
         p.max_context = max_ctx;
         p.chunk_positions = c.chunk;
         p.scale = scale;
@@ -114,11 +88,7 @@ BOOST_AUTO_TEST_CASE(decode_attention_matches_the_cpu_kernel) {
           gpu::decode_attention(p, nullptr);
           ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
           const auto got = dout.read();
-          double worst = 0;
-          for (std::size_t i = 0; i < got.size(); ++i)
-            worst = testing::nan_max(worst, std::abs(double(got[i]) - want[i]) / (1.0 + std::abs(double(want[i]))));
-          // f32: both sum in f32 in other orders; f16 / bf16 output: its rounding (2^-11, 2^-8) on top.
-          const double bound = act == ActDtype::f32 ? 2e-5 : act == ActDtype::f16 ? 1e-3 : 8e-3;
+          const double worst = testing::attention_error(got, want), bound = testing::attention_tolerance(act);
           BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " cache " << cache << " act "
                                                 << act << " launch " << launch << ": " << worst);
         }
