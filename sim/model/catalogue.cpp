@@ -172,6 +172,11 @@ Hardware read_gpu(std::string key, EntryReader& r) {
     r.fail(r.has("small_gemm_rows") ? "small_gemm_rows" : "small_gemm_tflops",
            "small_gemm_rows and small_gemm_tflops go together: give both or neither");
   h.gemm_weight_rate = r.optional_positive("gemm_dequant_gweights_per_s", giga, 0);
+  h.large_batch_rows = r.optional_count("large_batch_gemm_rows", 1, 1 << 20, 0);
+  h.large_batch_flops = r.optional_positive("large_batch_gemm_tflops", tera, 0);
+  if (r.has("large_batch_gemm_rows") != r.has("large_batch_gemm_tflops"))
+    r.fail(r.has("large_batch_gemm_rows") ? "large_batch_gemm_rows" : "large_batch_gemm_tflops",
+           "large_batch_gemm_rows and large_batch_gemm_tflops go together: give both or neither");
   h.attention_flops = r.optional_positive("attention_tflops", tera, 0);
   h.prefill_attention_flops = r.optional_positive("prefill_attention_tflops", tera, 0);
   h.step_overhead = r.optional_positive("step_overhead_us", micro, 0);

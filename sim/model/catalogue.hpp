@@ -39,6 +39,9 @@ struct Hardware {
   double small_gemm_flops = 0;       //   this FLOP/s (roofline with the weights' bytes)
   double gemm_weight_rate = 0;       // weights/s: GEMMs of small_gemm_rows rows or more first pass
                                      //   over their weights at this rate (dequantization)
+  std::uint32_t large_batch_rows = 0; // GEMMs of at least this many rows (a step of many prompts)
+  double large_batch_flops = 0;       //   run at this FLOP/s instead of flops: on the cpu backend
+                                      //   their activations outgrow the caches
   double attention_flops = 0;        // FLOP/s of decode attention (0: flops x compute_efficiency)
   double prefill_attention_flops = 0; // FLOP/s of prefill attention (0: as decode attention)
   double step_overhead = 0;          // s per step on the host, besides the kernels

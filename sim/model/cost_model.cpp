@@ -100,7 +100,8 @@ StepCost CostModel::step(const StepShape& s) const {
     const bool few = hw_.small_gemm_rows > 0 && rows < hw_.small_gemm_rows;
     const double f = 2 * rows * w, bytes = wb * w + io_bytes;
     if (few) return kernel(hw_.small_gemm_flops, f, bytes);
-    return kernel(flops, f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
+    const bool many = hw_.large_batch_rows > 0 && rows >= hw_.large_batch_rows;
+    return kernel(many ? hw_.large_batch_flops : flops, f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
   };
 
   const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;

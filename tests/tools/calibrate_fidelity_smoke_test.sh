@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
   || fail "calibrate exited $?: $(tail -5 "$tmp/cal.err")"
 grep -q '^\[gpu.here-tp1\]' "$tmp/hw.toml" || fail "no here-tp1 entry: $(cat "$tmp/hw.toml")"
 grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"
-grep -q '^here-tp3: 9 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 2 residuals: $(cat "$tmp/cal.out")"
+grep -q '^here-tp3: 10 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 2 residuals: $(cat "$tmp/cal.out")"
 tail -n 1 "$tmp/cal.out" | python3 -c '
 import json, sys
 j = json.loads(sys.stdin.read())

@@ -42,6 +42,8 @@ nlohmann::json to_json(const bench::CalibrationFit& f) {
           {"attention_tflops", h.attention_flops / 1e12},
           {"prefill_attention_tflops", h.prefill_attention_flops / 1e12},
           {"kernel_launch_us", h.kernel_launch * 1e6},
+          {"large_batch_gemm_rows", h.large_batch_rows},
+          {"large_batch_gemm_tflops", h.large_batch_flops / 1e12},
           {"link_bandwidth_gbps", f.tp > 1 ? h.link_bandwidth / 1e9 : 0.0}};
 }
 
@@ -105,7 +107,7 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--passes", args->passes, "Passes over the whole grid (median of the passes)")->capture_default_str()->check(CLI::Range(1u, 100u));
   cmd->add_option("--name", args->name, "Catalogue key prefix: entries are NAME-tp1, NAME-tp2...")->capture_default_str();
   cmd->add_option("--out", args->out, "Hardware catalogue file written")->capture_default_str();
-  cmd->add_flag("--quick", args->quick, "A nine-shape grid (seconds, for tests) instead of the full one (minutes)");
+  cmd->add_flag("--quick", args->quick, "A ten-shape grid (seconds, for tests) instead of the full one (minutes)");
   cmd->callback([args, &exit_code] {
     try {
       exit_code = run(*args);

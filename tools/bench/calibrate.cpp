@@ -20,8 +20,10 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 namespace actorlm::bench {
 
@@ -30,18 +32,32 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // The fitted parameters, in the order of the feature columns.
-enum Param : std::size_t { small_gemm, large_gemm, dequant, attention, prefill_attention, launch, link, param_count };
+// (link last: it is left out at TP 1.)
+enum Param : std::size_t {
+  small_gemm, large_gemm, dequant, attention, prefill_attention, launch, large_batch, link, param_count
+};
 constexpr const char* param_names[param_count] = {
     "small_gemm_tflops", "fp16_tflops",      "gemm_dequant_gweights_per_s", "attention_tflops",
-    "prefill_attention_tflops", "kernel_launch_us", "link_bandwidth_gbps"};
+    "prefill_attention_tflops", "kernel_launch_us", "large_batch_gemm_tflops", "link_bandwidth_gbps"};
+
+// The GEMM regimes' row thresholds: below small_rows the few-row kernels (a property of the
+// kernels, kernels/cpu/model/matmul.hpp); from large_rows on (0: none) the large-batch rate, the
+// threshold the fit finds best among large_batch_candidates.
+struct RowThresholds {
+  std::uint32_t small_rows = 0, large_rows = 0;
+};
+// Measured on a 2-vCPU Zen 4 (calibrate, prompts prefilled together): steps of 512 tokens on the
+// fp16 rate, of 1024 and 2048 tokens 6-9 % slower than it predicts.
+constexpr std::uint32_t large_batch_candidates[] = {0, 640, 768, 1024, 1536};
 
 // Every rate free and every fixed cost zero: the cost model then charges nothing.
-sim::Hardware free_hardware(std::uint32_t small_rows) {
+sim::Hardware free_hardware(RowThresholds rows) {
   sim::Hardware h;
   h.memory_bytes = 1e18;
   h.bandwidth = h.flops = h.link_bandwidth = h.host_bandwidth = inf;
-  h.small_gemm_rows = small_rows;
-  h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = inf;
+  h.small_gemm_rows = rows.small_rows;
+  h.large_batch_rows = rows.large_rows;
+  h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = h.large_batch_flops = inf;
   // The cpu backend's threads read a weight panel, then compute on it: a kernel's memory time
   // adds to its arithmetic (measured: a decode step of 1 row costs the weights' read time plus
   // one row's arithmetic, and each further row adds the same). This also keeps the model linear
@@ -52,8 +68,8 @@ sim::Hardware free_hardware(std::uint32_t small_rows) {
 }
 
 // The hardware whose cost model is theta . phi: rates are 1 / theta (free when theta is 0).
-sim::Hardware hardware_of(const std::array<double, param_count>& theta, std::uint32_t small_rows) {
-  sim::Hardware h = free_hardware(small_rows);
+sim::Hardware hardware_of(const std::array<double, param_count>& theta, RowThresholds rows) {
+  sim::Hardware h = free_hardware(rows);
   const auto rate = [](double t) { return t > 0 ? 1 / t : inf; };
   h.small_gemm_flops = rate(theta[small_gemm]);
   h.flops = rate(theta[large_gemm]);
@@ -61,13 +77,14 @@ sim::Hardware hardware_of(const std::array<double, param_count>& theta, std::uin
   h.attention_flops = rate(theta[attention]);
   h.prefill_attention_flops = rate(theta[prefill_attention]);
   h.kernel_launch = theta[launch];
+  h.large_batch_flops = rate(theta[large_batch]);
   h.link_bandwidth = rate(theta[link]);
   return h;
 }
 
 sim::StepShape step_shape(const CalibrationShape& s, std::uint32_t repeats) {
   sim::StepShape out;
-  if (s.chunk > 0) out.add(s.chunk, s.offset + s.chunk, true);
+  for (std::uint32_t i = 0; s.chunk > 0 && i < s.prompts; ++i) out.add(s.chunk, s.offset + s.chunk, true);
   // The median timed step of a decoding sequence computes position context + repeats / 2.
   for (std::uint32_t i = 0; i < s.batch; ++i) out.add(1, s.context + repeats / 2 + 1, true);
   return out;
@@ -75,13 +92,13 @@ sim::StepShape step_shape(const CalibrationShape& s, std::uint32_t repeats) {
 
 // phi_k(shape): the cost model's seconds with parameter k at 1 (unit rate) and the rest free.
 std::array<double, param_count> features(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
-                                         std::uint32_t small_rows, const sim::StepShape& shape) {
+                                         RowThresholds rows, const sim::StepShape& shape) {
   std::array<double, param_count> phi{};
   const sim::Parallelism par{sim::ParallelKind::tensor, tp};
   for (std::size_t k = 0; k < param_count; ++k) {
     std::array<double, param_count> theta{};
     theta[k] = 1;
-    const sim::Hardware h = hardware_of(theta, small_rows);
+    const sim::Hardware h = hardware_of(theta, rows);
     phi[k] = sim::CostModel(m, h, par, block_size).step_seconds(shape);
   }
   return phi;
@@ -127,11 +144,11 @@ std::uint32_t blocks_for(std::uint32_t tokens, std::uint32_t block_size) {
   return (tokens + block_size - 1) / block_size;
 }
 
-// Device blocks one shape needs: its decoding sequences' (with room for the repeats) and a
-// prefill sequence's per repeat.
+// Device blocks one shape needs: its decoding sequences' (with room for the repeats) and its
+// prefilling sequences' per repeat.
 std::uint32_t blocks_needed(const CalibrationShape& s, std::uint32_t repeats, std::uint32_t block_size) {
   return s.batch * blocks_for(s.context + repeats + 2, block_size) +
-         (s.chunk > 0 ? (repeats + 1) * blocks_for(s.offset + s.chunk, block_size) : 0);
+         (s.chunk > 0 ? (repeats + 1) * s.prompts * blocks_for(s.offset + s.chunk, block_size) : 0);
 }
 
 kv::TokenId token_at(std::uint64_t i) { return static_cast<kv::TokenId>(100 + (i * 7919 + 13) % 40000); }
@@ -169,21 +186,23 @@ class ShapeRunner {
       first.added.push_back(new_seq(id, shape.context, greedy));
       first.seqs.push_back(work(id, shape.context - 1, shape.context, table(shape.context + repeats + 2)));
     }
-    // Each repeat's prefill writes blocks of its own, as a new request's would (not the ones the
+    // Each repeat's prefills write blocks of their own, as new requests' would (not the ones the
     // last repeat left in the caches).
     std::vector<std::vector<kv::BlockId>> prefill_tables;
-    for (std::uint32_t r = 0; shape.chunk > 0 && r <= repeats; ++r) prefill_tables.push_back(table(shape.offset + shape.chunk));
-    kv::SeqId prefill_seq = 0;
+    for (std::uint32_t r = 0; shape.chunk > 0 && r < (repeats + 1) * shape.prompts; ++r)
+      prefill_tables.push_back(table(shape.offset + shape.chunk));
+    std::vector<kv::SeqId> prefilling;
     std::vector<double> times;
     double seconds = 0;
     if (!first.seqs.empty()) sample(run_step(shards_, first, seconds), decoding, last);
     for (std::uint32_t r = 0; r < repeats + (shape.batch == 0 ? 1 : 0); ++r) {
       shard::Step s = next();
-      if (prefill_seq != 0) s.dropped.push_back(prefill_seq);
-      if (shape.chunk > 0) {
-        prefill_seq = ++seq_;
-        s.added.push_back(new_seq(prefill_seq, shape.offset + shape.chunk, greedy));
-        s.seqs.push_back(work(prefill_seq, shape.offset, shape.offset + shape.chunk, prefill_tables[r]));
+      s.dropped = std::exchange(prefilling, {});
+      for (std::uint32_t i = 0; shape.chunk > 0 && i < shape.prompts; ++i) {
+        const kv::SeqId id = ++seq_;
+        prefilling.push_back(id);
+        s.added.push_back(new_seq(id, shape.offset + shape.chunk, greedy));
+        s.seqs.push_back(work(id, shape.offset, shape.offset + shape.chunk, prefill_tables[r * shape.prompts + i]));
       }
       for (std::uint32_t i = 0; i < shape.batch; ++i) {
         const std::uint32_t at = shape.context + r;
@@ -199,7 +218,7 @@ class ShapeRunner {
     }
     shard::Step done = next();
     done.dropped = decoding;
-    if (prefill_seq != 0) done.dropped.push_back(prefill_seq);
+    done.dropped.insert(done.dropped.end(), prefilling.begin(), prefilling.end());
     run_step(shards_, done, seconds);
     const auto [lo, hi] = std::minmax_element(times.begin(), times.end());
     const double med = median(times);
@@ -246,19 +265,19 @@ class ShapeRunner {
   kv::SeqId seq_ = 0;
 };
 
-CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
-                   std::vector<CalibrationPoint> points, double read_bytes_per_s) {
-  const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
+// The fit at given row thresholds.
+CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
+                      std::vector<CalibrationPoint> points, double read_bytes_per_s, RowThresholds rows) {
   const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
   // The part of each step the fit does not choose: its memory traffic at the measured bandwidth.
-  sim::Hardware memory_only = free_hardware(small_rows);
+  sim::Hardware memory_only = free_hardware(rows);
   memory_only.bandwidth = memory_only.host_bandwidth = read_bytes_per_s / tp;
   const sim::CostModel memory_model(m, memory_only, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
   std::vector<std::vector<double>> a;
   std::vector<double> b;
   for (const auto& p : points) {
     const auto shape = step_shape(p.shape, repeats);
-    const auto phi = features(m, tp, block_size, small_rows, shape);
+    const auto phi = features(m, tp, block_size, rows, shape);
     std::vector<double> row(used);
     for (std::size_t k = 0; k < used; ++k) row[k] = phi[k] / p.measured_s;  // relative error
     a.push_back(std::move(row));
@@ -280,7 +299,7 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
 
   CalibrationFit f;
   f.tp = tp;
-  f.hardware = hardware_of(theta, small_rows);
+  f.hardware = hardware_of(theta, rows);
   sim::Hardware& h = f.hardware;
   // A rate the fit finds free (noise on a grid where its term is small) is left out of the entry,
   // so the cost model falls back to its default for that term.
@@ -297,6 +316,12 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   if (theta[attention] <= 0) {
     h.attention_flops = 0;
     f.dropped.push_back(std::string(param_names[attention]) + " (decode attention then runs at fp16_tflops)");
+  }
+  if (theta[large_batch] <= 0) {
+    if (rows.large_rows > 0)
+      f.dropped.push_back(std::string(param_names[large_batch]) + " (GEMMs of many rows then run at fp16_tflops)");
+    h.large_batch_rows = 0;
+    h.large_batch_flops = 0;
   }
   if (theta[prefill_attention] <= 0) {
     h.prefill_attention_flops = 0;
@@ -322,6 +347,18 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   f.rms_relative_error = points.empty() ? 0 : std::sqrt(sq / double(points.size()));
   f.points = std::move(points);
   return f;
+}
+
+// The fit at the large-batch threshold (of large_batch_candidates) that predicts the grid best.
+CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
+                   const std::vector<CalibrationPoint>& points, double read_bytes_per_s) {
+  const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
+  std::optional<CalibrationFit> best;
+  for (const std::uint32_t large_rows : large_batch_candidates) {
+    CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large_rows});
+    if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
+  }
+  return std::move(*best);
 }
 
 // The engine's own time per step (planning, the block manager's round trip, the hops to and
@@ -357,7 +394,8 @@ std::string fixed_g(double v) { return fmt::format("{:.6g}", v); }
 
 std::string CalibrationShape::describe() const {
   std::string s;
-  if (chunk > 0) s = fmt::format("prefill {} @ {}", chunk, offset);
+  if (chunk > 0) s = prompts > 1 ? fmt::format("prefill {} x {} @ {}", prompts, chunk, offset)
+                                 : fmt::format("prefill {} @ {}", chunk, offset);
   if (batch > 0) s += fmt::format("{}decode {} x {}", s.empty() ? "" : " + ", batch, context);
   return s;
 }
@@ -373,6 +411,9 @@ std::vector<CalibrationShape> default_calibration_grid() {
   for (std::uint32_t ctx : {64u, 512u, 2048u})
     for (std::uint32_t b : {1u, 2u, 4u, 8u, 16u, 24u, 32u, 48u, 64u, small - 1, small, 128u})
       if (std::uint64_t{b} * ctx <= 65536) g.push_back({.batch = b, .context = ctx});
+  // Several requests' prompts in one step, as a burst of arrivals gives the scheduler.
+  for (const auto& [n, c] : {std::pair{2u, 512u}, {4u, 128u}, {4u, 512u}, {8u, 64u}, {8u, 256u}, {16u, 32u}, {16u, 128u}})
+    g.push_back({.chunk = c, .prompts = n});
   for (std::uint32_t b : {4u, 16u, 48u}) g.push_back({.chunk = 128, .batch = b, .context = 256});
   g.push_back({.chunk = 512, .batch = 8, .context = 512});
   return g;
@@ -381,7 +422,7 @@ std::vector<CalibrationShape> default_calibration_grid() {
 std::vector<CalibrationShape> quick_calibration_grid() {
   return {{.chunk = 16}, {.chunk = 128}, {.chunk = 64, .offset = 512}, {.batch = 1, .context = 32},
           {.batch = 8, .context = 32}, {.batch = 8, .context = 512}, {.batch = 40, .context = 64},
-          {.batch = 2, .context = 1024}, {.chunk = 48, .batch = 4, .context = 128}};
+          {.batch = 2, .context = 1024}, {.chunk = 48, .batch = 4, .context = 128}, {.chunk = 32, .prompts = 3}};
 }
 
 std::vector<double> non_negative_least_squares(const std::vector<std::vector<double>>& a, const std::vector<double>& b) {
@@ -592,6 +633,10 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     }
     if (h.gemm_weight_rate > 0)
       t += fmt::format("gemm_dequant_gweights_per_s = {}  # fitted\n", fixed_g(h.gemm_weight_rate / 1e9));
+    if (h.large_batch_rows > 0) {
+      t += fmt::format("large_batch_gemm_rows = {}   # the threshold that fitted best\n", h.large_batch_rows);
+      t += fmt::format("large_batch_gemm_tflops = {}  # fitted\n", fixed_g(h.large_batch_flops / 1e12));
+    }
     if (h.attention_flops > 0)
       t += fmt::format("attention_tflops = {}        # fitted: decode attention\n", fixed_g(h.attention_flops / 1e12));
     if (h.prefill_attention_flops > 0)

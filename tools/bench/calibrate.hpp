@@ -43,11 +43,12 @@
 namespace actorlm::bench {
 
 struct CalibrationShape {
-  std::uint32_t chunk = 0;    // prefill tokens of one sequence (0: none)
-  std::uint32_t offset = 0;   // positions of that sequence already cached
+  std::uint32_t chunk = 0;    // prefill tokens of each prefilling sequence (0: none)
+  std::uint32_t offset = 0;   // positions of each already cached
+  std::uint32_t prompts = 1;  // prefilling sequences (a step that starts several requests at once)
   std::uint32_t batch = 0;    // decoding sequences (0: none)
   std::uint32_t context = 0;  // positions each decoding sequence attends to
-  std::string describe() const;  // "prefill 256 @ 1024 + decode 8 x 512"
+  std::string describe() const;  // "prefill 256 @ 1024 + decode 8 x 512", "prefill 4 x 128 @ 0"
 };
 
 struct CalibrationPoint {
@@ -88,10 +89,11 @@ struct CalibrateOptions {
   std::function<void(const std::string&)> progress;
 };
 
-// Prefill chunks 8..512 at offsets 0, 1024 and 2048; decode batches 1..128 at contexts 64, 512
-// and 2048 (up to 64Ki cached tokens); a few mixed steps.
+// Prefill chunks 8..512 at offsets 0, 1024 and 2048; several prompts prefilled in one step (up
+// to 2048 tokens); decode batches 1..128 at contexts 64, 512 and 2048 (up to 64Ki cached tokens);
+// a few mixed steps.
 std::vector<CalibrationShape> default_calibration_grid();
-// Nine shapes, enough to fit every parameter: for tests and --quick.
+// Ten shapes, enough to fit every parameter (one of them prefills three prompts): for tests and --quick.
 std::vector<CalibrationShape> quick_calibration_grid();
 
 // Throws std::invalid_argument for a configuration the cpu backend refuses and

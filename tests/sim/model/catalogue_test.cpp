@@ -243,6 +243,8 @@ BOOST_AUTO_TEST_CASE(leaves_every_optional_term_at_zero_when_its_key_is_absent) 
       BOOST_TEST(h.gemm_weight_rate == 0, h.key);
       BOOST_TEST(h.attention_flops == 0, h.key);
       BOOST_TEST(h.prefill_attention_flops == 0, h.key);
+      BOOST_TEST(h.large_batch_rows == 0u, h.key);
+      BOOST_TEST(h.large_batch_flops == 0, h.key);
       BOOST_TEST(h.step_overhead == 0, h.key);
       BOOST_TEST(h.memory_overlaps_compute, h.key);  // GPUs: the roofline
     }
@@ -270,6 +272,8 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
       "gemm_dequant_gweights_per_s = 3\n"
       "attention_tflops = 0.25\n"
       "prefill_attention_tflops = 0.75\n"
+      "large_batch_gemm_rows = 1024\n"
+      "large_batch_gemm_tflops = 0.5\n"
       "step_overhead_us = 40\n"
       "memory_overlaps_compute = false\n");
   const std::string models = std::string(good_models) + "bytes_per_weight = 0.5625\n";
@@ -280,6 +284,8 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
   BOOST_TEST(h.gemm_weight_rate == 3e9, tt::tolerance(1e-12));           // Gweights/s -> weights/s
   BOOST_TEST(h.attention_flops == 0.25e12, tt::tolerance(1e-12));
   BOOST_TEST(h.prefill_attention_flops == 0.75e12, tt::tolerance(1e-12));
+  BOOST_TEST(h.large_batch_rows == 1024u);
+  BOOST_TEST(h.large_batch_flops == 0.5e12, tt::tolerance(1e-12));
   BOOST_TEST(h.step_overhead == 40e-6, tt::tolerance(1e-12));            // us -> s
   BOOST_TEST(!h.memory_overlaps_compute);
   BOOST_TEST(c.model("tiny").weight_bytes == 0.5625);                    // bytes, as written
@@ -297,6 +303,9 @@ const HalfPair half_pairs[] = {
     {"small_gemm_tflops = 1.5\n",
      "hw.toml:19:21: gpu.x.small_gemm_tflops: small_gemm_rows and small_gemm_tflops go together: give both or "
      "neither"},
+    {"large_batch_gemm_rows = 1024\n",
+     "hw.toml:19:25: gpu.x.large_batch_gemm_rows: large_batch_gemm_rows and large_batch_gemm_tflops go together: "
+     "give both or neither"},
 };
 
 BOOST_DATA_TEST_CASE(names_file_line_and_key_of_a_small_gemm_key_given_without_its_partner, half_pairs, p) {

@@ -421,6 +421,23 @@ BOOST_AUTO_TEST_CASE(gemms_of_small_gemm_rows_or_more_add_a_pass_over_their_weig
                       {Op::ffn_down, decode8::few_down}, {Op::lm_head, decode8::few_lm_head}});
 }
 
+BOOST_AUTO_TEST_CASE(gemms_of_large_batch_rows_or_more_run_at_the_large_batch_rate) {
+  // A 64-token prefill: the layers' GEMMs have 64 rows, the LM head 1 (it samples one row).
+  Hardware hw = tiny_hardware();
+  const StepCost base = tiny_step(hw, tiny_prefill(64));
+  hw.large_batch_rows = 65;
+  hw.large_batch_flops = 1e9;
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base, {});  // 64 rows < 65
+  // From 64 rows on, 2 layers x 2 x 64 x w FLOPs at 1e9 FLOP/s (as given: no compute_efficiency),
+  // far above each GEMM's bytes / bandwidth.
+  hw.large_batch_rows = 64;
+  check_changes_only(tiny_step(hw, tiny_prefill(64)), base,
+                     {{Op::qkv, 2 * (2 * 64 * 8192) / 1e9},
+                      {Op::attention_out, 2 * (2 * 64 * 4096) / 1e9},
+                      {Op::ffn_up, 2 * (2 * 64 * 16384) / 1e9},
+                      {Op::ffn_down, 2 * (2 * 64 * 8192) / 1e9}});
+}
+
 // A 64-token prefill: 64 x 64 - 64 x 63 / 2 = 2080 (query, key) pairs, 4 x 4 heads x 16 x 2080
 // = 532480 FLOPs per layer; its bytes, Q and O of 64 tokens and K and V of 64 positions, 24576.
 constexpr double prefill64_attention_flops = 4.0 * 4 * 16 * 2080;

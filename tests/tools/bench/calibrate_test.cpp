@@ -186,14 +186,14 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
     const CalibrationPoint& p = fit.points[i];
     const CalibrationShape& s = o.grid[i];
     BOOST_TEST_CONTEXT(s.describe()) {
-      BOOST_TEST((p.shape.chunk == s.chunk && p.shape.offset == s.offset && p.shape.batch == s.batch &&
-                  p.shape.context == s.context));
+      BOOST_TEST((p.shape.chunk == s.chunk && p.shape.offset == s.offset && p.shape.prompts == s.prompts &&
+                  p.shape.batch == s.batch && p.shape.context == s.context));
       BOOST_TEST(p.measured_s > 0);
       BOOST_TEST(p.predicted_s > 0);
-      // The shape as calibrate.hpp states it: the prefill chunk after its offset, and each
+      // The shape as calibrate.hpp states it: each prefill chunk after its offset, and each
       // decoding sequence at the position of the median timed step.
       sim::StepShape shape;
-      if (s.chunk > 0) shape.add(s.chunk, s.offset + s.chunk, true);
+      for (std::uint32_t k = 0; s.chunk > 0 && k < s.prompts; ++k) shape.add(s.chunk, s.offset + s.chunk, true);
       for (std::uint32_t k = 0; k < s.batch; ++k) shape.add(1, s.context + o.repeats / 2 + 1, true);
       BOOST_TEST(p.predicted_s == model.step_seconds(shape), tt::tolerance(1e-12));
     }
