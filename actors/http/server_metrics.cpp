@@ -45,7 +45,13 @@ void ServerMetrics::record_requests(const std::vector<scheduler::RequestRecord>&
 
 void ServerMetrics::record_steps(const std::vector<scheduler::StepRecord>& steps) {
   std::lock_guard lock(mu_);
-  for (const auto& s : steps) iteration_tokens_.observe(double(s.prefill_tokens + s.decode_tokens));
+  for (const auto& s : steps) {
+    iteration_tokens_.observe(double(s.prefill_tokens + s.decode_tokens));
+    if (s.batch_size == 0) continue;
+    steps_ += 1;
+    step_seconds_ += seconds(s.end - s.start);
+    shard_seconds_ += seconds(s.shard_ns);
+  }
 }
 
 void ServerMetrics::record_http_status(int status) {
@@ -75,6 +81,12 @@ std::string ServerMetrics::render(const scheduler::SchedulerCounts& c, const kv:
                  double(kv.prefix_hit_tokens));
   render_counter(out, "actorlm_num_preemptions_total", "Requests preempted (recomputed or swapped out)",
                  double(c.preemptions));
+  render_counter(out, "actorlm_engine_steps_total", "Engine steps that ran a batch", steps_);
+  render_counter(out, "actorlm_engine_step_seconds_total",
+                 "Wall time of those steps, from the scheduler's start of a step to its end", step_seconds_);
+  render_counter(out, "actorlm_shard_step_seconds_total",
+                 "The part of it the shards reported as their execution (the rest is the engine's own)",
+                 shard_seconds_);
   render_counter(out, "actorlm_prompt_tokens_total", "Prompt tokens of finished requests", prompt_tokens_);
   render_counter(out, "actorlm_generation_tokens_total", "Generated tokens of finished requests", generation_tokens_);
   out.append("# HELP actorlm_request_success_total Finished samples by finish reason\n"

@@ -28,6 +28,9 @@ class ServerMetrics {
   mutable std::mutex mu_;
   Histogram ttft_, itl_, e2e_, queue_, iteration_tokens_, prompt_hist_, generation_hist_;
   double prompt_tokens_ = 0, generation_tokens_ = 0;
+  // Steps that ran a batch: how many, their wall time (the scheduler's start to end) and the part
+  // the shard reported as its own execution; the difference is the engine's time per step.
+  double steps_ = 0, step_seconds_ = 0, shard_seconds_ = 0;
   std::map<std::string, double> finished_;  // by finish reason: stop | length | abort | error
   std::map<int, double> http_status_;
 };

@@ -63,7 +63,10 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                            100 * r.mean_abs_error_p90_ttft, 100 * r.max_abs_error_throughput,
                            100 * r.max_abs_error_p90_e2e, 100 * r.max_abs_error_p90_ttft)
             << fmt::format("machine drift over the run: {:+.1f} % (the quick grid's step time, end against start)\n",
-                           100 * r.machine_drift);
+                           100 * r.machine_drift)
+            << fmt::format("the engine's own time per step under serving: {:.0f} us (median over the cases; the "
+                           "calibration's in-process engine: {:.0f} us)\n",
+                           1e6 * r.serving_step_overhead, 1e6 * r.calibrated_step_overhead);
   const nlohmann::json j = {{"bench", "fidelity"},
                             {"hardware", r.hardware_key},
                             {"cases", r.cases.size()},
@@ -73,7 +76,9 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"max_abs_error_p90_e2e", r.max_abs_error_p90_e2e},
                             {"mean_abs_error_p90_ttft", r.mean_abs_error_p90_ttft},
                             {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft},
-                            {"machine_drift", r.machine_drift}};
+                            {"machine_drift", r.machine_drift},
+                            {"serving_step_overhead_us", 1e6 * r.serving_step_overhead},
+                            {"calibrated_step_overhead_us", 1e6 * r.calibrated_step_overhead}};
   if (!out_dir.empty()) {
     std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
     std::ofstream(out_dir + "/fidelity.txt") << table;

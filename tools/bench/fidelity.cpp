@@ -138,9 +138,29 @@ FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
   };
   FidelityMetrics out = rounds.front();
   for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
-                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90})
+                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::serving_step_overhead})
     out.*m = mid(m);
   return out;
+}
+
+// The engine's own time per step so far, from the server's counters: (wall - shards) / steps.
+double serving_step_overhead(const ServerUrl& url) {
+  LoadClient client({url.endpoint});
+  LoadRequest get;
+  get.method = "GET";
+  get.target = "/metrics";
+  get.timeout = std::chrono::seconds(30);
+  const auto r = client.run_all({get}).at(0);
+  if (r.outcome != LoadOutcome::complete || r.status != 200)
+    throw std::runtime_error("GET /metrics: " + (r.status ? "HTTP " + std::to_string(r.status) : r.error));
+  const auto value = [&](const std::string& name) {
+    const auto at = r.body.find("\n" + name + " ");
+    if (at == std::string::npos) throw std::runtime_error("GET /metrics: no " + name);
+    return std::stod(r.body.substr(at + name.size() + 2));
+  };
+  const double steps = value("actorlm_engine_steps_total");
+  if (steps <= 0) throw std::runtime_error("GET /metrics: no step counted");
+  return (value("actorlm_engine_step_seconds_total") - value("actorlm_shard_step_seconds_total")) / steps;
 }
 
 // Waits until the server lists its model (the engine is up), or throws with its log.
@@ -292,14 +312,20 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     // One request first, unmeasured: the server's first step pays for warming up.
     (void)run_client_workload({sim::WorkloadRequest{0, 16, 4}}, sim::ClosedLoopArrivals{1, 0}, prompts, co);
     const ClientRun run = run_client_workload(requests, closed, prompts, co);
-    const FidelityMetrics m = metrics_of(sim::summarize(run.requests, {}));
+    FidelityMetrics m = metrics_of(sim::summarize(run.requests, {}));
+    try {
+      m.serving_step_overhead = serving_step_overhead(url);
+    } catch (const std::exception& e) {
+      say(fmt::format("warning: {}: the engine's time per step under serving not read: {}", label, e.what()));
+    }
     if (m.completed != requests.size()) {
       std::string kinds;
       for (const auto& [kind, n] : run.errors) kinds += fmt::format(" {} x{}", kind, n);
       throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label, m.completed,
                                            requests.size(), kinds, server.tail()));
     }
-    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", m.throughput, m.ttft_p90, m.e2e_p90));
+    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; the engine's own {:.0f} us per step",
+                    m.throughput, m.ttft_p90, m.e2e_p90, m.serving_step_overhead * 1e6));
     return m;
   };
   // Rounds over all the cases (not one case after another), so that a slow spell of the
@@ -324,6 +350,14 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     report.cases.push_back(std::move(r));
   }
 
+  std::vector<double> overheads;
+  for (const auto& r : report.cases)
+    if (r.measured.serving_step_overhead >= 0) overheads.push_back(r.measured.serving_step_overhead);
+  if (!overheads.empty()) {
+    std::sort(overheads.begin(), overheads.end());
+    report.serving_step_overhead = overheads[overheads.size() / 2];
+  }
+  report.calibrated_step_overhead = catalogue.hardware(report.hardware_key).step_overhead;
   report.machine_drift = probe("end") / probe_start - 1;
   if (std::abs(report.machine_drift) > 0.05)
     say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: the calibration "

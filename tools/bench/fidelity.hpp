@@ -47,6 +47,11 @@ struct FidelityMetrics {
   double throughput = 0;  // output tokens/s
   double ttft_p50 = 0, ttft_p90 = 0, e2e_p50 = 0, e2e_p90 = 0;  // s
   std::size_t completed = 0;
+  // Measured runs only: the engine's own time per step under serving, (step wall time - the
+  // shard's execution) / steps from the server's counters (GET /metrics, actorlm_engine_*), s;
+  // -1 when they could not be read. Reported beside the calibration's in-process figure, not
+  // used by the simulation.
+  double serving_step_overhead = -1;
 };
 
 struct FidelityResult {
@@ -66,6 +71,8 @@ struct FidelityReport {
   // The quick calibration grid's total step time at the end over the same at the start, minus 1:
   // how much the machine's speed moved during the run (the calibration holds for the start).
   double machine_drift = 0;
+  double serving_step_overhead = -1;     // s: the median over the cases of their measured figure
+  double calibrated_step_overhead = 0;   // s: the catalogue entry's step_overhead_us
 };
 
 // The cases: 3 workloads x {continuous, paged} x {max_num_seqs / 4, max_num_seqs} clients, or

@@ -44,6 +44,15 @@ BOOST_AUTO_TEST_CASE(sixty_four_concurrent_streams_all_complete) {
   BOOST_TEST(metrics_reach(s, [](const std::string& m) {
     return metric(m, "actorlm_kv_cache_used_blocks") == 0 && metric(m, "actorlm_num_requests_running") == 0;
   }));
+  // The steps that ran: at least 6 (6 tokens each), their shards' execution a part of their wall time.
+  auto m = s.client().Get("/metrics");
+  BOOST_REQUIRE(m);
+  const double steps = metric(m->body, "actorlm_engine_steps_total");
+  const double wall = metric(m->body, "actorlm_engine_step_seconds_total");
+  const double shard = metric(m->body, "actorlm_shard_step_seconds_total");
+  BOOST_TEST(steps >= 6);
+  BOOST_TEST(shard > 0);
+  BOOST_TEST(wall >= shard, wall << " s of steps, " << shard << " s of it in the shards");
 }
 
 BOOST_AUTO_TEST_CASE(a_streaming_client_that_hangs_up_has_its_request_aborted_and_blocks_freed) {
