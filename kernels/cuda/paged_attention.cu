@@ -1,6 +1,7 @@
 #include "kernels/cuda/act_types.cuh"
 #include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/decode_chunk_rule.hpp"
 #include "kernels/cuda/elementwise_math.hpp"
 #include "kernels/cuda/paged_attention.hpp"
 
@@ -288,18 +289,8 @@ std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
   int device = 0, sms = 0;
   ACTORLM_CUDA_CHECK(cudaGetDevice(&device));
   ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::uint32_t unit = std::max<std::uint32_t>(64, shape.block_size);
-  const std::uint32_t longest = std::max(unit, (std::max(shape.max_context, 1u) + unit - 1) / unit * unit);
-  std::vector<std::uint32_t> candidates;  // longest first
-  for (std::uint32_t c = max_chunk_positions; c >= unit; c /= 2)
-    if (c <= longest && c % shape.block_size == 0) candidates.push_back(c);
-  if (candidates.empty()) candidates.push_back(unit);
-  struct Fit {
-    std::uint32_t chunk;
-    std::uint64_t blocks, resident;
-  };
-  std::vector<Fit> fits;
-  for (const std::uint32_t c : candidates) {
+  std::vector<ChunkFit> fits;
+  for (const std::uint32_t c : decode_chunk_candidates(shape.max_context, shape.block_size, max_chunk_positions)) {
     DecodeAttentionParams p = shape;
     p.chunk_positions = c;
     const int heads = heads_per_block(p);
@@ -309,17 +300,7 @@ std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
     fits.push_back({c, std::uint64_t(std::max(shape.seqs, 1)) * (shape.q_heads / heads) * chunks_of(shape.max_context, c),
                     std::uint64_t(std::max(per_sm, 1)) * sms});
   }
-  // Measured on an H200 (tools/gpu/decode_attention_bench --chunk, chunks 64..2048): a thread
-  // block costs a fixed part besides its positions (chunks of 128 took 1.7 times as long as 512
-  // at batch 64 / 4k), and a last wave that fills few multiprocessors costs a whole block time
-  // (2048: 1.3 waves, slower than 1024: 2.6 waves). So: the longest chunk of at least 512 that
-  // leaves two waves; else (small batches) the longest that still gives 3 blocks per
-  // multiprocessor, down to the shortest.
-  for (const Fit& f : fits)
-    if (f.chunk >= std::min<std::uint32_t>(512, longest) && f.blocks >= 2 * f.resident) return f.chunk;
-  for (const Fit& f : fits)
-    if (f.blocks >= 3ull * sms) return f.chunk;
-  return fits.back().chunk;
+  return choose_decode_chunk(fits, sms);
 }
 
 void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
