@@ -165,7 +165,9 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   o.tp = {1};
   o.grid = quick_calibration_grid();
   o.repeats = 2;
-  o.passes = 1;
+  // Three passes (medians): with one, a burst of load from the tests beside it once made every
+  // shape's time noise enough that the fit found every GEMM free (seen once in four CI runs).
+  o.passes = 3;
   o.name = "test-machine";
   const Calibration c = run_calibration(o);
 
