@@ -40,4 +40,10 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
+// The maximum of v over one warp, in every lane.
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 }  // namespace actorlm::kernels::cuda

@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(attention_threads) decode_chunks_kernel(Decode
     float* sj = scores + j * p.chunk_positions;
     float mx = -INFINITY;
     for (std::uint32_t i = lane; i < n; i += 32) mx = fmaxf(mx, sj[i]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    mx = warp_max(mx);
     float sum = 0;
     for (std::uint32_t i = lane; i < n; i += 32) {
       const float e = expf(sj[i] - mx);
@@ -246,6 +246,12 @@ __global__ void decode_merge_kernel(DecodeAttentionParams p, std::uint32_t chunk
 
 void check(bool ok, const std::string& what) { require(ok, "decode_attention: " + what); }
 
+// What both decode_attention and decode_attention_chunk need of the shape.
+void check_heads_and_blocks(const DecodeAttentionParams& p) {
+  check(p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, "query heads must be a multiple of KV heads");
+  check(p.block_size > 0 && (p.block_size & (p.block_size - 1)) == 0, "block_size must be a power of two");
+}
+
 using Pass1Kernel = void (*)(DecodeAttentionParams, std::uint32_t);
 
 // The one place the dtypes, the block's head count and the head size become template arguments.
@@ -283,9 +289,7 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
 }
 
 std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
-  check(shape.block_size > 0 && (shape.block_size & (shape.block_size - 1)) == 0, "block_size must be a power of two");
-  check(shape.q_heads > 0 && shape.kv_heads > 0 && shape.q_heads % shape.kv_heads == 0,
-        "query heads must be a multiple of KV heads");
+  check_heads_and_blocks(shape);
   int device = 0, sms = 0;
   ACTORLM_CUDA_CHECK(cudaGetDevice(&device));
   ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -307,8 +311,7 @@ void decode_attention(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (p.seqs == 0) return;
   check(p.q && p.k_plane && p.v_plane && p.block_tables && p.context_lens && p.out && p.workspace, "null pointer");
   check(p.head_dim == 64 || p.head_dim == 128, "head_dim " + std::to_string(p.head_dim) + " (64 or 128)");
-  check(p.q_heads > 0 && p.kv_heads > 0 && p.q_heads % p.kv_heads == 0, "query heads must be a multiple of KV heads");
-  check(p.block_size > 0 && (p.block_size & (p.block_size - 1)) == 0, "block_size must be a power of two");
+  check_heads_and_blocks(p);
   check(p.chunk_positions > 0 && p.chunk_positions % p.block_size == 0 && p.chunk_positions <= max_chunk_positions,
           "chunk_positions must be a multiple of the block size, at most " + std::to_string(max_chunk_positions));
   check(p.max_context > 0 && p.max_context <= std::uint64_t(p.max_blocks_per_seq) * p.block_size,

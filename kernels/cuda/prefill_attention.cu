@@ -19,11 +19,6 @@ constexpr int tile_positions = 32; // positions per K/V tile: one per lane when 
 constexpr int threads = 128;       // 4 warps, 4 query rows each
 constexpr int rows_per_warp = tile_rows / (threads / 32);
 
-__device__ inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
 // grid: (tiles of max_query_len, q_heads, seqs). Shared memory: the tile's queries (scaled), one
 // K tile (rows padded by one float: lane j reads row j, so the 32 lanes hit 32 banks) and one V
 // tile, in f32.

@@ -25,12 +25,14 @@
 //   attention_tflops    decode attention (one query per sequence, over its paged KV)
 //   prefill_attention_tflops  prefill attention (a chunk's queries over the chunk and the cache)
 //   kernel_launch_us    per operator: the thread pool's dispatch and the operators' fixed costs
+//   large_batch_gemm_tflops  GEMMs of large_batch_gemm_rows rows or more (steps of many prompts),
+//                       the threshold chosen among a few as the one whose fit is best
 //   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
-// Not fitted, and why: bandwidth is measured (a read benchmark on the same threads) and
-// memory_efficiency is 1: at the fitted rates the cpu backend's steps are compute-bound (the
-// report names each shape's costliest operator, and the roofline still applies); a per-step host cost and a per-all-reduce latency are constant
-// per step as the per-kernel count nearly is, so the grid cannot tell them apart from
-// kernel_launch, which carries them (step_overhead_us and link_latency_us are written as 0).
+// Not fitted: the memory bandwidth is measured (a read benchmark on the same threads), and
+// memory time adds to arithmetic on the cpu (memory_overlaps_compute = false); the engine's own
+// time per step is measured through an in-process engine (step_overhead_us); a per-all-reduce
+// latency is constant per step as the per-kernel count nearly is, so the grid cannot tell it
+// from kernel_launch, which carries it (link_latency_us is written as 0).
 
 #include "actors/config/config.hpp"
 #include "sim/model/catalogue.hpp"

@@ -14,6 +14,7 @@
 // launches, each timed with CUDA events.
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/paged_attention.hpp"
+#include "tools/gpu/bench_support.cuh"
 
 #include <cuda_bf16.h>
 
@@ -28,51 +29,13 @@
 #include <vector>
 
 namespace gpu = actorlm::kernels::cuda;
+using actorlm::tools::gpu::fill_bf16;
+using actorlm::tools::gpu::median_ms;
 
 namespace {
 
 constexpr std::uint32_t block_size = 16;
 constexpr std::size_t anti_cache_bytes = 256ull << 20;
-
-// Deterministic values in [-1, 1) (a hash of the index), never zeros.
-__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    std::uint32_t x = std::uint32_t(i) * 2654435761u ^ seed ^ std::uint32_t(i >> 32) * 40503u;
-    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
-    p[i] = __float2bfloat16_rn(float(x >> 8) / float(1 << 23) - 1.0f + 1.0f / float(1 << 24));
-  }
-}
-
-void fill(void* p, std::size_t n, std::uint32_t seed) {
-  fill_kernel<<<2048, 256>>>(static_cast<__nv_bfloat16*>(p), n, seed);
-  ACTORLM_CUDA_CHECK(cudaGetLastError());
-}
-
-float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-template <class F>
-float median_ms(int reps, F&& launch) {
-  cudaEvent_t a, b;
-  ACTORLM_CUDA_CHECK(cudaEventCreate(&a));
-  ACTORLM_CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) launch(i);  // warm-up
-  std::vector<float> ms;
-  for (int i = 0; i < reps; ++i) {
-    ACTORLM_CUDA_CHECK(cudaEventRecord(a));
-    launch(i);
-    ACTORLM_CUDA_CHECK(cudaEventRecord(b));
-    ACTORLM_CUDA_CHECK(cudaEventSynchronize(b));
-    float t = 0;
-    ACTORLM_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return median(ms);
-}
 
 // Device-to-device copy of 2 GiB: bytes read plus bytes written over the time.
 double copy_gbps(int reps) {
@@ -80,7 +43,7 @@ double copy_gbps(int reps) {
   void *src = nullptr, *dst = nullptr;
   ACTORLM_CUDA_CHECK(cudaMalloc(&src, n));
   ACTORLM_CUDA_CHECK(cudaMalloc(&dst, n));
-  fill(src, n / 2, 1);
+  fill_bf16(src, n / 2, 1);
   const float ms = median_ms(reps, [&](int) { ACTORLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice)); });
   cudaFree(src);
   cudaFree(dst);
@@ -110,8 +73,8 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
   void *k = nullptr, *v = nullptr;
   ACTORLM_CUDA_CHECK(cudaMalloc(&k, plane_elems * 2));
   ACTORLM_CUDA_CHECK(cudaMalloc(&v, plane_elems * 2));
-  fill(k, plane_elems, 2);
-  fill(v, plane_elems, 3);
+  fill_bf16(k, plane_elems, 2);
+  fill_bf16(v, plane_elems, 3);
   std::vector<std::uint32_t> perm(max_blocks);
   std::iota(perm.begin(), perm.end(), 0u);
   std::shuffle(perm.begin(), perm.end(), std::mt19937(11));
@@ -149,7 +112,7 @@ void run_shape(const Shape& sh, const std::vector<std::int32_t>& batches, const 
       ACTORLM_CUDA_CHECK(cudaMalloc(&dws, ws * 4));
       ACTORLM_CUDA_CHECK(cudaMemcpy(dt, tables.data(), tables.size() * 4, cudaMemcpyHostToDevice));
       ACTORLM_CUDA_CHECK(cudaMemcpy(dl, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
-      fill(dq, qn, 4);
+      fill_bf16(dq, qn, 4);
       p.q = dq;
       p.k_plane = k;
       p.v_plane = v;
@@ -186,11 +149,7 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::puts("no CUDA device: skipped");
-    return 77;
-  }
+  if (!actorlm::tools::gpu::device_present()) return 77;
   cudaDeviceProp prop{};
   ACTORLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const double copy = only_hd ? 0.0 : copy_gbps(reps);

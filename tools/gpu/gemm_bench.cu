@@ -7,6 +7,7 @@
 //   gemm_bench [--json FILE] [--reps N]
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "tools/gpu/bench_support.cuh"
 
 #include <cuda_bf16.h>
 
@@ -19,14 +20,6 @@
 namespace gpu = actorlm::kernels::cuda;
 
 namespace {
-
-__global__ void fill_kernel(__nv_bfloat16* p, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
-    std::uint32_t x = std::uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 15, x *= 2246822519u, x ^= x >> 13;
-    p[i] = __float2bfloat16_rn((float(x >> 8) / float(1 << 23) - 1.0f) * 0.1f + 1e-3f);
-  }
-}
 
 struct Case {
   std::int64_t m, n, k;
@@ -47,17 +40,10 @@ int main(int argc, char** argv) try {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::puts("no CUDA device: skipped");
-    return 77;
-  }
+  if (!actorlm::tools::gpu::device_present()) return 77;
   std::vector<Case> cases = {{1, 8192, 2048, 0}, {64, 8192, 2048, 0}, {256, 8192, 2048, 0}, {4096, 8192, 2048, 0},
                              {8192, 8192, 8192, 0}};
   gpu::Blas blas(nullptr);
-  cudaEvent_t e0, e1;
-  ACTORLM_CUDA_CHECK(cudaEventCreate(&e0));
-  ACTORLM_CUDA_CHECK(cudaEventCreate(&e1));
   for (Case& c : cases) {
     // Weights rotate over copies totalling >= 256 MiB, so the 50 MB L2 does not hold them.
     const std::size_t wn = std::size_t(c.n * c.k), copies = std::max<std::size_t>(1, (256u << 20) / (wn * 2) + 1);
@@ -65,22 +51,11 @@ int main(int argc, char** argv) try {
     ACTORLM_CUDA_CHECK(cudaMalloc(&w, wn * copies * 2));
     ACTORLM_CUDA_CHECK(cudaMalloc(&a, std::size_t(c.m * c.k) * 2));
     ACTORLM_CUDA_CHECK(cudaMalloc(&o, std::size_t(c.m * c.n) * 2));
-    fill_kernel<<<2048, 256>>>(w, wn * copies, 1);
-    fill_kernel<<<2048, 256>>>(a, std::size_t(c.m * c.k), 2);
-    ACTORLM_CUDA_CHECK(cudaGetLastError());
-    std::vector<float> times;
-    for (int r = 0; r < reps + 3; ++r) {
-      const gpu::GemmParams p{a, w + wn * (r % copies), o, c.m, c.n, c.k, gpu::ActDtype::bf16, gpu::ActDtype::bf16};
-      ACTORLM_CUDA_CHECK(cudaEventRecord(e0));
-      blas.gemm(p);
-      ACTORLM_CUDA_CHECK(cudaEventRecord(e1));
-      ACTORLM_CUDA_CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      ACTORLM_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      if (r >= 3) times.push_back(ms);  // three warm-ups
-    }
-    std::sort(times.begin(), times.end());
-    c.ms = times[times.size() / 2];
+    actorlm::tools::gpu::fill_bf16(w, wn * copies, 1, 0.1f);
+    actorlm::tools::gpu::fill_bf16(a, std::size_t(c.m * c.k), 2, 0.1f);
+    c.ms = actorlm::tools::gpu::median_ms(reps, [&](int r) {
+      blas.gemm({a, w + wn * (r % copies), o, c.m, c.n, c.k, gpu::ActDtype::bf16, gpu::ActDtype::bf16});
+    });
     cudaFree(w), cudaFree(a), cudaFree(o);
   }
   std::printf("%6s %6s %6s %10s %9s %9s\n", "m", "n", "k", "ms", "TFLOP/s", "GB/s");

@@ -4,15 +4,18 @@ Usage: openai_client_test.py ACTORLM_BINARY
 Starts the server (default config: cpu backend, default model) on a free loopback port, then
 runs chat and completion calls, streaming and not, and one refused call, through the client;
 then vLLM's extension fields, sent as the ecosystem's clients send them (`extra_body`), each
-streamed and not, with a check of its effect.
+streamed and not, with a check of its effect. GET /metrics is read with Prometheus's own
+text-format parser (prometheus_client).
 """
 import re
 import subprocess
 import sys
 import threading
 import unittest
+import urllib.request
 
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 MODEL = "SmolLM2-135M-Instruct"
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -106,6 +109,20 @@ class OpenAIClientTest(ServerTestCase):
             self.client.chat.completions.create(model=MODEL, messages=QUESTION, temperature=5)
         self.assertEqual(e.exception.status_code, 400)
         self.assertIn("temperature: must be in [0, 2], found 5", str(e.exception))
+
+    def test_metrics_parse_with_prometheus_own_parser(self):
+        self.client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=4, temperature=0)
+        with urllib.request.urlopen(self.server.url + "/metrics", timeout=30) as r:
+            text = r.read().decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        # The parser drops a counter's _total suffix from the family name.
+        self.assertEqual(families["actorlm_engine_steps"].type, "counter")
+        self.assertEqual(families["actorlm_time_to_first_token_seconds"].type, "histogram")
+        value = {s.name: s.value for f in families.values() for s in f.samples}
+        self.assertGreaterEqual(value["actorlm_engine_steps_total"], 4)
+        self.assertGreater(value["actorlm_shard_step_seconds_total"], 0)
+        self.assertGreaterEqual(value["actorlm_engine_step_seconds_total"], value["actorlm_shard_step_seconds_total"])
+        self.assertGreaterEqual(value["actorlm_generation_tokens_total"], 4)
 
     def test_unknown_model_raises_not_found(self):
         with self.assertRaises(openai.NotFoundError):
