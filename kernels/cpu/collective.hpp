@@ -81,6 +81,12 @@ class Collective {
   // data: [n], the same n on every rank. In place: every rank ends with root's data.
   void broadcast(std::span<float> data, int root);
   void broadcast(std::span<int32_t> data, int root);
+  // Point to point (a layer split's hidden states, stage to stage): `dst` receives with
+  // recv(…, this rank) a buffer of the same length. Messages between two ranks in one direction
+  // arrive in the order sent, whatever other operations the group runs in between. send returns
+  // once `data` may be reused; recv once `data` holds the message.
+  void send(std::span<const float> data, int dst);
+  void recv(std::span<float> data, int src);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -89,6 +95,7 @@ class Collective {
   Collective(int rank, int size, std::chrono::milliseconds timeout,
              std::shared_ptr<gloo::Context> context);
 
+  void check_peer(int peer, const char* what) const;  // std::invalid_argument unless another rank
   template <typename T>
   void broadcast_impl(std::span<T> data, int root, const char* what);
   // Runs a Gloo operation, turning its exceptions into std::runtime_error naming this rank.
@@ -100,6 +107,8 @@ class Collective {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;  // null for size 1
   uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
+  // Point to point: messages sent to / received from each rank so far (the slot of the next).
+  std::vector<uint32_t> sent_, received_;  // [size]
 };
 
 }  // namespace actorlm::kernels::cpu

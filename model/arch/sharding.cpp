@@ -1,5 +1,6 @@
 #include "model/arch/sharding.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -86,6 +87,11 @@ std::uint32_t layers_of_stage(const Architecture& a, std::uint32_t stages, std::
     throw std::invalid_argument("GPU " + std::to_string(stage) + " of a " + std::to_string(stages) +
                                 "-GPU layer split is out of range");
   return a.layers / stages + (stage < a.layers % stages ? 1 : 0);
+}
+
+std::uint32_t first_layer_of_stage(const Architecture& a, std::uint32_t stages, std::uint32_t stage) {
+  layers_of_stage(a, stages, stage);  // the same refusals
+  return stage * (a.layers / stages) + std::min(stage, a.layers % stages);
 }
 
 }  // namespace actorlm::model

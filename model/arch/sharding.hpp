@@ -58,5 +58,7 @@ std::uint64_t kv_elements_per_token(const Architecture& a, const RankShard& r, s
 // first layers % stages GPUs taking one more. Throws std::invalid_argument when there are more
 // stages than layers or `stage` is out of range.
 std::uint32_t layers_of_stage(const Architecture& a, std::uint32_t stages, std::uint32_t stage);
+// The first layer of that stage (the layers of the stages before it). Throws as layers_of_stage.
+std::uint32_t first_layer_of_stage(const Architecture& a, std::uint32_t stages, std::uint32_t stage);
 
 }  // namespace actorlm::model

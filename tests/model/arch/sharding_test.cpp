@@ -139,3 +139,20 @@ BOOST_AUTO_TEST_CASE(a_layer_split_gives_the_first_gpus_one_layer_more) {
   BOOST_CHECK_THROW(layers_of_stage(a, 61, 0), std::invalid_argument);
   BOOST_CHECK_THROW(layers_of_stage(a, 7, 7), std::invalid_argument);
 }
+
+BOOST_AUTO_TEST_CASE(each_stage_starts_where_the_one_before_it_ends) {
+  Architecture a = arch_of({8, 8, 64});
+  for (std::uint32_t layers : {1u, 2u, 7u, 30u, 60u})
+    for (std::uint32_t stages = 1; stages <= std::min(layers, 9u); ++stages) {
+      a.layers = layers;
+      std::uint32_t next = 0;
+      for (std::uint32_t g = 0; g < stages; ++g) {
+        BOOST_TEST(first_layer_of_stage(a, stages, g) == next);
+        next += layers_of_stage(a, stages, g);
+      }
+      BOOST_TEST(next == layers);
+    }
+  a.layers = 60;
+  BOOST_TEST(first_layer_of_stage(a, 7, 4) == 36u);  // after four stages of 9 layers
+  BOOST_CHECK_THROW(first_layer_of_stage(a, 7, 7), std::invalid_argument);
+}

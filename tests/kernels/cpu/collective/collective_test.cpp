@@ -165,6 +165,67 @@ BOOST_AUTO_TEST_CASE(interleaved_collectives_of_different_lengths_stay_matched) 
   for (int r = 0; r < kSize; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
 }
 
+BOOST_AUTO_TEST_CASE(messages_passed_along_a_chain_of_ranks_arrive_whole_and_in_order_between_all_reduces) {
+  // A layer split's pattern: rank r receives from r - 1 and sends to r + 1, round after round,
+  // lengths changing every round, with an all-reduce of the whole group in between.
+  constexpr int kSize = 3;
+  std::vector<long> mismatches(kSize, 0);
+  const auto errors = run_group(kSize, [&](int rank, Collective& c) {
+    for (int round = 0; round < 40; ++round) {
+      std::vector<float> hidden(std::size_t(1 + (round * 53) % 5000));
+      if (rank == 0)
+        for (std::size_t i = 0; i < hidden.size(); ++i) hidden[i] = float(value(0, round, i));
+      else
+        c.recv(hidden, rank - 1);
+      for (std::size_t i = 0; i < hidden.size(); ++i)
+        if (hidden[i] != float(value(0, round, i) + rank)) ++mismatches[std::size_t(rank)];
+      for (float& h : hidden) h += 1.0f;  // each stage's own work
+      if (rank + 1 < kSize) c.send(hidden, rank + 1);
+      std::vector<float> sum(7, float(rank));
+      c.all_reduce_sum(sum);
+      if (sum[0] != float(kSize * (kSize - 1) / 2)) ++mismatches[std::size_t(rank)];
+    }
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < kSize; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
+}
+
+BOOST_AUTO_TEST_CASE(a_receive_times_out_naming_the_rank_when_nothing_is_sent) {
+  const auto errors = run_group(
+      2,
+      [&](int rank, Collective& c) {
+        if (rank == 1) {
+          std::vector<float> data(64);
+          c.recv(data, 0);
+        }
+      },
+      400ms);
+  BOOST_TEST(!errors[0]);
+  BOOST_TEST_REQUIRE(bool(errors[1]));
+  const std::string what = message_of(errors[1]);
+  BOOST_TEST(what.find("rank 1 of 2: recv of 64 elements failed") != std::string::npos, what);
+}
+
+BOOST_AUTO_TEST_CASE(sending_to_itself_or_outside_the_group_is_refused) {
+  std::vector<int> refused(2, 0);
+  const auto errors = run_group(2, [&](int rank, Collective& c) {
+    std::vector<float> data(4);
+    const auto count = [&](auto&& op) {
+      try {
+        op();
+      } catch (const std::invalid_argument&) {
+        ++refused[std::size_t(rank)];
+      }
+    };
+    count([&] { c.send(data, rank); });
+    count([&] { c.recv(data, 2); });
+    count([&] { c.send(data, -1); });
+  });
+  require_no_errors(errors);
+  BOOST_TEST(refused[0] == 3);
+  BOOST_TEST(refused[1] == 3);
+}
+
 BOOST_AUTO_TEST_CASE(a_group_of_one_leaves_data_unchanged) {
   auto c = Collective::join(std::make_shared<CollectiveRendezvous>(1), 0, 1s);
   BOOST_TEST(c->rank() == 0);
