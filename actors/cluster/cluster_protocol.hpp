@@ -53,7 +53,7 @@ struct WorkerHello {
 struct HostRanks {
   std::string head;                  // HeadHello::head
   std::vector<std::uint32_t> ranks;  // this worker's, ascending
-  std::uint32_t world = 0;           // engine.tensor_parallel_degree
+  std::uint32_t world = 0;           // engine.world_size()
   store_actor store;                 // where the group's data plane meets (the head's)
 };
 

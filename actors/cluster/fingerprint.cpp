@@ -21,6 +21,7 @@ Fingerprint fingerprint(const config::Config& c, const std::string& identity) {
   return {
       {"engine.backend", std::string(config::to_string(c.engine.backend))},
       {"engine.tensor_parallel_degree", std::to_string(c.engine.tensor_parallel_degree)},
+      {"engine.pipeline_parallel_degree", std::to_string(c.engine.pipeline_parallel_degree)},
       {"model (the backend's identity)", identity},
       {"model.weights", std::string(config::to_string(c.model.weights))},
       {"model.max_model_len", std::to_string(c.model.max_model_len)},

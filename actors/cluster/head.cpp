@@ -82,7 +82,7 @@ std::string head_name() {
 
 ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, const std::string& identity) {
   const auto& c = cfg.cluster;
-  const auto world = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  const auto world = static_cast<std::uint32_t>(cfg.engine.world_size());
   const auto placement = config::worker_of_rank(c, world);
   std::vector<Worker> workers(c.workers.size());
   for (std::size_t i = 0; i < workers.size(); ++i) {

@@ -68,7 +68,7 @@ caf::result<std::vector<shard::shard_actor>> on_host(self_ptr self, HostRanks& r
   const auto& opt = *st.options;
   if (!st.head.empty())
     return caf::make_error(caf::sec::runtime_error, "worker " + opt.name + " already serves " + st.head);
-  if (req.world != std::uint32_t(opt.config.engine.tensor_parallel_degree) || req.ranks.empty() || !req.store)
+  if (req.world != std::uint32_t(opt.config.engine.world_size()) || req.ranks.empty() || !req.store)
     return caf::make_error(caf::sec::runtime_error, "worker " + opt.name + ": a request for ranks [" +
                                                         ranks_text(req.ranks) + "] of " + std::to_string(req.world) +
                                                         " does not fit its configuration");

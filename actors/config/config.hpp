@@ -50,11 +50,20 @@ struct ServerConfig {
 struct EngineConfig {
   Backend backend = Backend::cpu;
   std::int64_t tensor_parallel_degree = 1;  // [1, 64]; must divide the model's heads and FFN width
+  // [1, 64]: a layer split (HF Accelerate's device_map, "pipeline" stages run one at a time):
+  // each stage holds a contiguous run of layers, the first ones one more when they do not divide
+  // evenly, and hands its hidden states to the next. Above 1, tensor_parallel_degree must be 1
+  // (a hybrid is not built). The sim backend reads it as sim.parallelism = "layers" over as
+  // many GPUs.
+  std::int64_t pipeline_parallel_degree = 1;
   Batching batching = Batching::paged;
   std::int64_t seed = 0;                    // [0, 2^63)
   double step_timeout_s = 60.0;             // (0, 86400]: a step (or a reservation) unanswered
                                             // this long is failed; see scheduler_actor.hpp
   bool operator==(const EngineConfig&) const = default;
+
+  // The shard ranks the engine runs: stages in order, each its tensor-parallel ranks.
+  std::int64_t world_size() const { return tensor_parallel_degree * pipeline_parallel_degree; }
 };
 
 // [cache]: the paged KV cache owned by the block-manager actor.
@@ -120,7 +129,7 @@ struct SimConfig {
   // actor stops). "error" and "hang" need rank 0, the rank whose answer the scheduler awaits.
   SimFault fault = SimFault::none;
   std::int64_t fault_step = 1;     // [1, 2^63)
-  std::int64_t fault_rank = 0;     // [0, 63], below engine.tensor_parallel_degree
+  std::int64_t fault_rank = 0;     // [0, 63], below engine.world_size()
   bool operator==(const SimConfig&) const = default;
 };
 
@@ -128,9 +137,9 @@ struct SimConfig {
 // generate) hosts no rank itself: rank r runs on workers[placement[r]].
 struct ClusterConfig {
   std::vector<std::string> workers;  // "host:port", port in [1, 65535]
-  // [engine.tensor_parallel_degree]: each rank's index into workers; empty: contiguous and as
-  // even as possible (worker i hosts ranks [i * tp / n, (i + 1) * tp / n)). Every worker hosts
-  // at least one rank.
+  // [engine.world_size()]: each rank's index into workers; empty: contiguous and as even as
+  // possible (worker i hosts ranks [i * ranks / n, (i + 1) * ranks / n), so a layer split's
+  // stages go to the workers in order). Every worker hosts at least one rank.
   std::vector<std::int64_t> placement;
   // Mutual TLS between head and workers (PEM files): this node's certificate and key, and the
   // cluster's CA, which must have signed every peer's certificate. All three or none.
@@ -150,7 +159,7 @@ struct ClusterConfig {
 };
 
 // The worker index of every rank (see ClusterConfig::placement); empty without workers.
-std::vector<std::uint32_t> worker_of_rank(const ClusterConfig&, std::int64_t tensor_parallel_degree);
+std::vector<std::uint32_t> worker_of_rank(const ClusterConfig&, std::int64_t world_size);
 // Whether a host name or address stays on this machine: localhost, 127.0.0.0/8, ::1.
 bool is_loopback_host(std::string_view host);
 // "host:port" split at the last ':' (brackets of an IPv6 address removed), port in [0, 65535]

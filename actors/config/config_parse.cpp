@@ -57,6 +57,7 @@ void read_server(TableReader& r, ServerConfig& c) {
 void read_engine(TableReader& r, EngineConfig& c) {
   r.choice("backend", c.backend, {Backend::sim, Backend::cpu, Backend::cuda});
   r.integer("tensor_parallel_degree", c.tensor_parallel_degree, {1, 64});  // any: cpu TP 3 for 9 heads
+  r.integer("pipeline_parallel_degree", c.pipeline_parallel_degree, {1, 64});
   r.choice("batching", c.batching, {Batching::dynamic, Batching::continuous, Batching::paged});
   r.integer("seed", c.seed, {0, int64_max});
   r.number("step_timeout_s", c.step_timeout_s, {0, 86400, /*lo_open=*/true});
@@ -176,15 +177,36 @@ void add_cross_field_error(ErrorList& errors, std::initializer_list<KeyRef> keys
   errors.add(where.value_or(Position{}), std::move(path), std::move(message));
 }
 
+bool degrees_valid(const Sections& s) {
+  return s.engine.valid("tensor_parallel_degree") && s.engine.valid("pipeline_parallel_degree");
+}
+
+// "engine.tensor_parallel_degree = 4" or "2 (engine.tensor_parallel_degree = 1 x
+// engine.pipeline_parallel_degree = 2)": the shard ranks and where their number comes from.
+std::string ranks_phrase(const Config& c) {
+  const auto& e = c.engine;
+  if (e.pipeline_parallel_degree == 1) return "engine.tensor_parallel_degree = " + std::to_string(e.tensor_parallel_degree);
+  return std::to_string(e.world_size()) + " (engine.tensor_parallel_degree = " + std::to_string(e.tensor_parallel_degree) +
+         " x engine.pipeline_parallel_degree = " + std::to_string(e.pipeline_parallel_degree) + ")";
+}
+
+// A layer split and tensor parallelism at once (each stage a tensor-parallel group) is not built.
+void check_degrees(const Config& c, const Sections& s, ErrorList& errors) {
+  if (degrees_valid(s) && c.engine.pipeline_parallel_degree > 1 && c.engine.tensor_parallel_degree > 1)
+    add_cross_field_error(errors, {{s.engine, "pipeline_parallel_degree"}, {s.engine, "tensor_parallel_degree"}},
+                          "engine.pipeline_parallel_degree = " + std::to_string(c.engine.pipeline_parallel_degree) +
+                              " with engine.tensor_parallel_degree = " + std::to_string(c.engine.tensor_parallel_degree) +
+                              ": a layer split of tensor-parallel stages is not supported; set one of them to 1");
+}
+
 // sim.fault_rank names an existing rank, and only rank 0's answer is awaited: an "error" or a
 // "hang" elsewhere would go unnoticed.
 void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
   if (!s.sim.valid("fault") || !s.sim.valid("fault_rank") || c.sim.fault == SimFault::none) return;
   const std::string rank = std::to_string(c.sim.fault_rank);
-  if (s.engine.valid("tensor_parallel_degree") && c.sim.fault_rank >= c.engine.tensor_parallel_degree)
+  if (degrees_valid(s) && c.sim.fault_rank >= c.engine.world_size())
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.fault_rank (" + rank + ") must be below engine.tensor_parallel_degree (" +
-                              std::to_string(c.engine.tensor_parallel_degree) + ")");
+                          "sim.fault_rank (" + rank + ") must be below the number of ranks, " + ranks_phrase(c));
   else if (c.sim.fault_rank != 0 && c.sim.fault != SimFault::exit)
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.sim, "fault"}},
                           "sim.fault = \"" + std::string(to_string(c.sim.fault)) + "\" needs sim.fault_rank = 0 (found " +
@@ -196,10 +218,10 @@ void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
 void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
   if (!s.sim.valid("nodes") || c.sim.nodes == 1) return;
   const std::string n = std::to_string(c.sim.nodes);
-  if (s.engine.valid("tensor_parallel_degree") && c.engine.tensor_parallel_degree % c.sim.nodes != 0)
+  if (degrees_valid(s) && c.engine.world_size() % c.sim.nodes != 0)
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.nodes (" + n + ") must divide engine.tensor_parallel_degree (" +
-                              std::to_string(c.engine.tensor_parallel_degree) + "): every node holds as many GPUs");
+                          "sim.nodes (" + n + ") must divide the number of GPUs, " + ranks_phrase(c) +
+                              ": every node holds as many GPUs");
   else if (s.sim.valid("instance") && c.sim.instance.empty())
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.sim, "instance"}},
                           "sim.nodes = " + n + " needs sim.instance: the network between nodes is the instance's");
@@ -209,8 +231,8 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
 // leaves the machine only when asked for; a cluster serves in wall-clock time.
 void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
   const auto& k = c.cluster;
-  if (!s.cluster.valid("workers") || !s.cluster.valid("placement") || !s.engine.valid("tensor_parallel_degree")) return;
-  const auto tp = c.engine.tensor_parallel_degree;
+  if (!s.cluster.valid("workers") || !s.cluster.valid("placement") || !degrees_valid(s)) return;
+  const auto tp = c.engine.world_size();
   const std::string n = std::to_string(k.workers.size());
   if (!k.placement.empty()) {
     if (k.workers.empty())
@@ -219,7 +241,7 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
     else if (std::int64_t(k.placement.size()) != tp)
       add_cross_field_error(errors, {{s.cluster, "placement"}, {s.engine, "tensor_parallel_degree"}},
                             "cluster.placement has " + std::to_string(k.placement.size()) +
-                                " entries; it needs one per rank (engine.tensor_parallel_degree = " + std::to_string(tp) + ")");
+                                " entries; it needs one per rank (" + ranks_phrase(c) + ")");
     else if (auto bad = std::find_if(k.placement.begin(), k.placement.end(),
                                      [&](std::int64_t w) { return w >= std::int64_t(k.workers.size()); });
              bad != k.placement.end())
@@ -237,8 +259,8 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
         }
   } else if (std::int64_t(k.workers.size()) > tp) {
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.engine, "tensor_parallel_degree"}},
-                          "cluster.workers names " + n + " workers but engine.tensor_parallel_degree = " +
-                              std::to_string(tp) + " gives only " + std::to_string(tp) + " ranks to place");
+                          "cluster.workers names " + n + " workers but there are only " + ranks_phrase(c) +
+                              " to place");
   }
   const int tls_files = int(!k.tls_cert.empty()) + int(!k.tls_key.empty()) + int(!k.tls_ca.empty());
   if (tls_files != 0 && tls_files != 3)
@@ -293,6 +315,7 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
                           "engine.backend = \"sim\" requires model.preset (a simulator catalogue "
                           "entry, e.g. \"falcon-40b\"), which is empty");
   }
+  check_degrees(c, s, errors);
   check_sim_fault(c, s, errors);
   check_sim_nodes(c, s, errors);
   check_cluster(c, s, errors);
@@ -300,18 +323,18 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
 
 }  // namespace
 
-std::vector<std::uint32_t> worker_of_rank(const ClusterConfig& c, std::int64_t tensor_parallel_degree) {
+std::vector<std::uint32_t> worker_of_rank(const ClusterConfig& c, std::int64_t world_size) {
   std::vector<std::uint32_t> out;
   if (c.workers.empty()) return out;
   const std::int64_t n = std::int64_t(c.workers.size());
-  for (std::int64_t r = 0; r < tensor_parallel_degree; ++r) {
+  for (std::int64_t r = 0; r < world_size; ++r) {
     if (!c.placement.empty()) {
       out.push_back(static_cast<std::uint32_t>(c.placement.at(std::size_t(r))));
       continue;
     }
-    // Worker i hosts [i * tp / n, (i + 1) * tp / n): the largest i with i * tp / n <= r.
+    // Worker i hosts [i * ranks / n, (i + 1) * ranks / n): the largest i with i * ranks / n <= r.
     std::int64_t w = 0;
-    while (w + 1 < n && (w + 1) * tensor_parallel_degree / n <= r) ++w;
+    while (w + 1 < n && (w + 1) * world_size / n <= r) ++w;
     out.push_back(static_cast<std::uint32_t>(w));
   }
   return out;

@@ -22,6 +22,7 @@ EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvC
                                                std::string(config::to_string(cfg.engine.backend)) + "'");
   auto opt = scheduler::SchedulerOptions::from(cfg, kv.device_blocks, kv.host_blocks);
   opt.vocab_size = kv.vocab_size;
+  opt.answering_rank = kv.answering_rank;
   opt.shard_locations = std::move(shard_locations);
   opt.record_token_times = options.record_token_times;
   kv::BlockManagerOptions bm;
@@ -33,7 +34,10 @@ EngineActors spawn_engine(caf::actor_system& sys, const config::Config& cfg, KvC
   bm.mode = opt.kv_mode();
   EngineActors a;
   a.block_manager = kv::spawn_block_manager(sys, bm);
-  const auto world = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  const auto world = static_cast<std::uint32_t>(cfg.engine.world_size());
+  if (kv.answering_rank >= world)
+    throw std::invalid_argument("engine: the backend's answering rank " + std::to_string(kv.answering_rank) +
+                                " is not below the " + std::to_string(world) + " ranks");
   for (std::uint32_t rank = 0; rank < world; ++rank) a.shards.push_back(make_shard(sys, rank, world));
   a.scheduler = scheduler::spawn_scheduler(sys, opt, a.block_manager, a.shards);
   return a;

@@ -1,5 +1,5 @@
 #pragma once
-// The engine wires the runtime: a block-manager actor, tensor_parallel_degree shard actors of
+// The engine wires the runtime: a block-manager actor, engine.world_size() shard actors of
 // the configured backend, and the scheduler actor that drives them. Two ways to use it:
 // spawn_engine() hands back the actor handles (for code that is itself an actor, or tests on
 // CAF's test coordinator); Engine is a blocking C++ facade over them (submit / abort / stats).
@@ -16,7 +16,7 @@ namespace caf { class actor_system; }
 
 namespace actorlm::engine {
 
-// Creates the shard actor of one tensor-parallel rank (rank in [0, world)).
+// Creates the shard actor of one rank (rank in [0, world), world = engine.world_size()).
 using ShardFactory =
     std::function<shard::shard_actor(caf::actor_system&, std::uint32_t rank, std::uint32_t world)>;
 
@@ -27,6 +27,9 @@ struct KvCapacity {
   std::uint32_t device_blocks = 0;
   std::uint32_t host_blocks = 0;
   std::uint32_t vocab_size = 0;
+  // The rank that samples and whose answer the scheduler awaits: 0, or a layer split's last
+  // stage (below world_size).
+  std::uint32_t answering_rank = 0;
 };
 
 struct EngineActors {

@@ -52,6 +52,9 @@ struct SchedulerOptions {
   Time step_timeout = 60'000'000'000;
   // Where each rank's shard runs, for error messages ("worker 10.0.0.2:7001"); empty: here.
   std::vector<std::string> shard_locations;
+  // The rank whose answer to a step carries its tokens and is awaited (the others are sent the
+  // step and answer no one): 0, or a layer split's last stage (engine::KvCapacity).
+  std::uint32_t answering_rank = 0;
   // RequestRecord::token_times kept (the daemon's inter-token latency metrics). A client that
   // times the tokens it receives itself (the simulator's driver) turns it off: one store per
   // token and a max_tokens buffer per request less.

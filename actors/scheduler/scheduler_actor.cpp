@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 
@@ -17,7 +18,8 @@ namespace actorlm::scheduler {
 
 namespace {
 
-// What the engine is waiting for: nothing, the block manager's reservation, or rank 0's step.
+// What the engine is waiting for: nothing, the block manager's reservation, or the answering
+// rank's step (SchedulerOptions::answering_rank; "rank 0" below).
 enum class Phase : std::uint8_t { idle, reserving, executing };
 
 struct SchedulerState {
@@ -26,6 +28,7 @@ struct SchedulerState {
   bool block_manager_up = true;
   std::vector<shard::shard_actor> shards;
   std::vector<std::string> locations;   // [shards] or empty: where each rank runs
+  std::size_t answering = 0;            // the rank whose answer is awaited
   std::unordered_map<RequestId, token_sink> sinks;
   // Direct-mapped memo in front of `sinks` (ids are mostly handed out in order): the per-token
   // lookup of deliver() skips the hash table. Map nodes never move; an erase clears its entry.
@@ -200,10 +203,11 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
     return;
   }
   begin_phase(self, Phase::executing, now(self));
-  for (std::size_t rank = 1; rank < st.shards.size(); ++rank) caf::anon_send(st.shards[rank], step);
+  for (std::size_t rank = 0; rank < st.shards.size(); ++rank)
+    if (rank != st.answering) caf::anon_send(st.shards[rank], step);
   const std::uint64_t id = step.id;
   // No timeout here: the watchdog keeps the deadline (see the header).
-  self->request(st.shards[0], caf::infinite, std::move(step))
+  self->request(st.shards[st.answering], caf::infinite, std::move(step))
       .then(
           [self, id](const shard::StepResult& r) {
             auto& st = self->state;
@@ -213,7 +217,7 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
           [self, id](caf::error& err) {
             auto& st = self->state;
             if (st.phase != Phase::executing || st.phase_step != id) return;
-            std::string why = shard_label(self, 0) + " failed step " + std::to_string(id) + ": " +
+            std::string why = shard_label(self, st.answering) + " failed step " + std::to_string(id) + ": " +
                               self->system().render(err);
             if (st.shards.size() == 1) return fail_step(self, why);
             // With several ranks, rank 0's error is often a symptom: its all-reduce lost a peer
@@ -274,7 +278,7 @@ void on_watchdog(self_ptr self) {
   }
   const std::string limit = seconds_text(st.policy->options().step_timeout) + " (engine.step_timeout_s)";
   if (st.phase == Phase::executing)
-    fail_step(self, shard_label(self, 0) + " did not answer step " + std::to_string(st.phase_step) + " within " + limit);
+    fail_step(self, shard_label(self, st.answering) + " did not answer step " + std::to_string(st.phase_step) + " within " + limit);
   else
     fail_engine(self, "the block manager did not answer the reservation for step " +
                           std::to_string(st.phase_step) + " within " + limit);
@@ -337,6 +341,7 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
   self->state.block_manager = std::move(bm);
   self->state.shards = std::move(shards);
   self->state.locations = opt.shard_locations;
+  self->state.answering = opt.answering_rank;  // below shards.size(): spawn_scheduler checks
   monitor_components(self);
   return {
       [self](RequestSpec& spec, token_sink& sink) {
@@ -387,6 +392,9 @@ scheduler_actor::behavior_type scheduler_fn(self_ptr self, SchedulerOptions opt,
 scheduler_actor spawn_scheduler(caf::actor_system& sys, const SchedulerOptions& opt,
                                 kv::block_manager_actor block_manager,
                                 std::vector<shard::shard_actor> shards) {
+  if (!shards.empty() && opt.answering_rank >= shards.size())
+    throw std::invalid_argument("scheduler: answering rank " + std::to_string(opt.answering_rank) + " but " +
+                                std::to_string(shards.size()) + " shards");
   return sys.spawn(scheduler_fn, opt, std::move(block_manager), std::move(shards));
 }
 

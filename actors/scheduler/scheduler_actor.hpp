@@ -1,6 +1,7 @@
 #pragma once
 // Spawns the scheduler actor: it owns a Scheduler policy and drives one iteration at a time:
-// plan -> block manager (reserve) -> every shard (execute; rank 0 answers) -> token sinks.
+// plan -> block manager (reserve) -> every shard (execute; one answers: rank 0, or a layer
+// split's last stage, SchedulerOptions::answering_rank; "rank 0" below) -> token sinks.
 // Time comes from the actor clock, so the same actor runs on CAF's test coordinator.
 //
 // Failures (DESIGN.md: a lost shard fails its requests with a clear error, never a hang):

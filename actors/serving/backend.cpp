@@ -40,7 +40,7 @@ std::vector<std::string> registered_backends() {
 
 RankHosting RankHosting::all(const config::Config& cfg) {
   RankHosting h;
-  for (std::int64_t r = 0; r < cfg.engine.tensor_parallel_degree; ++r) h.ranks.push_back(static_cast<std::uint32_t>(r));
+  for (std::int64_t r = 0; r < cfg.engine.world_size(); ++r) h.ranks.push_back(static_cast<std::uint32_t>(r));
   return h;
 }
 

@@ -41,11 +41,11 @@ struct Backend {
   std::string identity;
 };
 
-// Which tensor-parallel ranks this process hosts, and how they meet the ranks elsewhere. In one
+// Which ranks (engine.world_size()) this process hosts, and how they meet the ranks elsewhere. In one
 // process: every rank, no store. The head of a cluster hosts none (it loads what the engine and
 // the front ends need, not the weights); a worker hosts the ranks its head gives it.
 struct RankHosting {
-  std::vector<std::uint32_t> ranks;  // ascending, below engine.tensor_parallel_degree; the
+  std::vector<std::uint32_t> ranks;  // ascending, below engine.world_size(); the
                                      // backend's factory serves exactly these
   // Where the data plane's group meets (Gloo's addresses on cpu); null: every rank is here.
   std::shared_ptr<kernels::RendezvousStore> store;

@@ -38,10 +38,14 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
     throw std::invalid_argument("model.preset is empty: the sim backend needs a catalogue model; known: " + known);
   }
   b.model = cat.model(cfg.model.preset);
-  const auto degree = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  // engine.pipeline_parallel_degree = N (with tensor parallel 1: the config refuses a hybrid) is
+  // the layer split over N GPUs, as sim.parallelism = "layers" with tensor_parallel_degree = N.
+  const auto degree = static_cast<std::uint32_t>(cfg.engine.world_size());
+  const std::string gpus_key = cfg.engine.pipeline_parallel_degree > 1 ? "engine.pipeline_parallel_degree"
+                                                                      : "engine.tensor_parallel_degree";
   const auto nodes = static_cast<std::uint32_t>(cfg.sim.nodes);
   if (nodes == 0 || degree % nodes != 0)
-    throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) + " must divide engine.tensor_parallel_degree = " +
+    throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) + " must divide " + gpus_key + " = " +
                                 std::to_string(degree) + ": every node holds as many GPUs");
   Network network;
   if (!cfg.sim.instance.empty()) {
@@ -50,7 +54,7 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
     const std::uint32_t per_node = degree / nodes;
     if (per_node > b.instance->gpus)
       throw std::invalid_argument(
-          "engine.tensor_parallel_degree = " + std::to_string(degree) +
+          gpus_key + " = " + std::to_string(degree) +
           (nodes > 1 ? " over sim.nodes = " + std::to_string(nodes) + " needs " + std::to_string(per_node) +
                            " GPUs per node"
                      : " needs " + std::to_string(degree) + " GPUs") +
@@ -73,8 +77,9 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
     throw std::invalid_argument("model.max_model_len = " + std::to_string(cfg.model.max_model_len) +
                                 " is longer than " + b.model.name + "'s context of " +
                                 std::to_string(b.model.max_context) + " tokens");
-  b.parallelism.kind =
-      cfg.sim.parallelism == config::SimParallelism::layers ? ParallelKind::layers : ParallelKind::tensor;
+  b.parallelism.kind = cfg.sim.parallelism == config::SimParallelism::layers || cfg.engine.pipeline_parallel_degree > 1
+                           ? ParallelKind::layers
+                           : ParallelKind::tensor;
   b.parallelism.degree = degree;
   b.parallelism.nodes = nodes;
 

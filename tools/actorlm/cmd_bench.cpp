@@ -70,6 +70,7 @@ int run_cpu(bench::CpuBenchOptions opt) {
   nlohmann::json j = {{"bench", "cpu"}, {"model", r.model}, {"requests", opt.requests},
                       {"max_tokens", opt.max_tokens}, {"prompt_tokens", r.prompt_tokens},
                       {"tensor_parallel_degree", opt.config.engine.tensor_parallel_degree},
+                      {"pipeline_parallel_degree", opt.config.engine.pipeline_parallel_degree},
                       {"read_bandwidth_gb_s", r.read_bytes_per_s / 1e9}, {"bandwidth_threads", r.threads}};
   // The stored-weights path with the configured KV dtype under the plain names; the f32 weights
   // path with the suffix _f32, another KV dtype with _kv_<dtype> after it.
@@ -167,9 +168,12 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cpu->add_option("--prefill-tokens", cpu_opt->prefill_tokens, "Tokens of the one-prompt prefill measurement (0: none)")
       ->capture_default_str()->check(CLI::Range(0u, 100'000u));
   cpu->add_option("--tp", cpu_opt->config.engine.tensor_parallel_degree, "Tensor parallel degree")->check(CLI::Range(1, 64));
+  cpu->add_option("--pp", cpu_opt->config.engine.pipeline_parallel_degree,
+                  "Layer split: stages (engine.pipeline_parallel_degree)")->check(CLI::Range(1, 64));
   cpu->callback([cpu_opt, cpu_config, concurrency, weights, kv_dtypes, &exit_code] {
     const std::string model = cpu_opt->config.model.path;
     const auto tp = cpu_opt->config.engine.tensor_parallel_degree;
+    const auto pp = cpu_opt->config.engine.pipeline_parallel_degree;
     auto cfg = load_config_or_report(*cpu_config);
     if (!cfg) {
       exit_code = 1;
@@ -179,6 +183,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     opt.config = *cfg;
     if (!model.empty()) opt.config.model.path = model;
     if (tp != config::EngineConfig{}.tensor_parallel_degree) opt.config.engine.tensor_parallel_degree = tp;
+    if (pp != config::EngineConfig{}.pipeline_parallel_degree) opt.config.engine.pipeline_parallel_degree = pp;
     opt.concurrency = *concurrency;
     opt.weights.clear();
     for (const auto& w : *weights) opt.weights.push_back(w == "f32" ? config::CpuWeights::f32 : config::CpuWeights::stored);

@@ -27,7 +27,7 @@ struct GenerateOptions {
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   std::int32_t top_k = 0;
   std::uint64_t seed = 0;
-  std::int64_t tp = 0;
+  std::int64_t tp = 0, pp = 0;
 };
 
 int run_generate(const GenerateOptions& o) {
@@ -35,6 +35,7 @@ int run_generate(const GenerateOptions& o) {
   if (!cfg) return 1;
   if (!o.model.empty()) cfg->model.path = o.model;
   if (o.tp > 0) cfg->engine.tensor_parallel_degree = o.tp;
+  if (o.pp > 0) cfg->engine.pipeline_parallel_degree = o.pp;
   try {
     caf::actor_system_config sys_cfg;
     serving::configure_actor_system(sys_cfg, *cfg);
@@ -103,6 +104,8 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--min-p", o->min_p, "Drop tokens below this share of the top probability")->check(CLI::Range(0.0, 1.0));
   g->add_option("--seed", o->seed, "Sampling seed (same seed, same text)")->capture_default_str();
   g->add_option("--tp", o->tp, "Tensor parallel degree (cpu shards joined by Gloo)")->check(CLI::Range(1, 64));
+  g->add_option("--pp", o->pp, "Layer split over this many stages (engine.pipeline_parallel_degree; hidden states "
+                "go stage to stage over Gloo)")->check(CLI::Range(1, 64));
   g->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
 

@@ -62,6 +62,13 @@ std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world, con
   return out;
 }
 
+// "tensor parallel 2" or "a layer split over 3 stages".
+std::string parallelism_text(const config::Config& cfg) {
+  if (cfg.engine.pipeline_parallel_degree > 1)
+    return fmt::format("a layer split over {} stages", cfg.engine.pipeline_parallel_degree);
+  return fmt::format("tensor parallel {}", cfg.engine.tensor_parallel_degree);
+}
+
 // The model file's name and size: what a cluster's head and workers compare (their paths may
 // differ). A safetensors folder counts the bytes of its files.
 std::string model_identity(const std::string& path) {
@@ -107,7 +114,8 @@ std::string resolve_model_path(const config::Config& cfg) {
 std::int32_t configure_cpu_threads(const config::Config& cfg) {
   // With stored weights each rank's pool splits the GEMMs by output rows and OpenBLAS (F32
   // matrices, attention) runs one thread inside each range, so the two never compete for cores;
-  // with f32 weights (the earlier path) OpenBLAS threads each GEMM itself.
+  // with f32 weights (the earlier path) OpenBLAS threads each GEMM itself. A layer split's stages
+  // run one at a time, so each takes all the cores a tensor rank would.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int per_rank = std::max(1, cores / static_cast<int>(cfg.engine.tensor_parallel_degree));
   const bool stored = cfg.model.weights == config::CpuWeights::stored;
@@ -126,12 +134,23 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
   const auto t0 = std::chrono::steady_clock::now();
   b.source = model::open_tensor_source(b.model_path);
   b.arch = model::read_architecture(*b.source);
-  const auto world = static_cast<std::int32_t>(cfg.engine.tensor_parallel_degree);
+  const auto world = static_cast<std::int32_t>(cfg.engine.world_size());
+  const auto tp = static_cast<std::int32_t>(cfg.engine.tensor_parallel_degree);
+  const auto stages = static_cast<std::uint32_t>(cfg.engine.pipeline_parallel_degree);
   const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
-  // Throws, naming the degrees that would work, when the model does not split over `world`.
-  const auto heads = model::shard_for_rank(b.arch, 0, static_cast<std::uint32_t>(world));
+  // Throws, naming the degrees that would work, when the model does not split over `tp`.
+  const auto heads = model::shard_for_rank(b.arch, 0, static_cast<std::uint32_t>(tp));
+  if (stages > 1 && tp > 1)  // the config check says the same; this is for callers that skip it
+    throw std::invalid_argument("engine.pipeline_parallel_degree > 1 needs engine.tensor_parallel_degree = 1");
+  if (stages > b.arch.layers)
+    throw std::invalid_argument(fmt::format("engine.pipeline_parallel_degree = {}: the model has only {} layers to split",
+                                            stages, b.arch.layers));
+  // Every stage holds as many blocks; the first stages hold the most layers (one more when the
+  // layers do not divide evenly), so they set the bytes of a block.
   b.kv_dtype = kv_dtype(cfg.cache.dtype);
-  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.arch, heads, block_size, b.kv_dtype);
+  b.block_bytes = kernels::cpu::KvCache::bytes_per_block(b.arch, heads, block_size, b.kv_dtype,
+                                                         model::layers_of_stage(b.arch, stages, 0));
+  b.capacity.answering_rank = static_cast<std::uint32_t>(world - tp);  // tensor rank 0 of the last stage
 
   const auto blocks_in = [&](double gib_budget) {
     return static_cast<std::uint32_t>(std::min<double>(gib_budget * gib / double(b.block_bytes), 1u << 30));
@@ -162,30 +181,39 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
 
   shards.clear();
   if (hosting.ranks.empty()) {  // a cluster's head: the weights are the workers'
-    spdlog::info("cpu backend: {} ({}) opened for tensor parallel {} on the cluster's workers; KV cache ({}) {} blocks "
-                 "of {} tokens per rank", b.model_path, b.arch.describe(), world, kernels::cpu::to_string(b.kv_dtype),
+    spdlog::info("cpu backend: {} ({}) opened for {} on the cluster's workers; KV cache ({}) {} blocks "
+                 "of {} tokens per rank", b.model_path, b.arch.describe(), parallelism_text(cfg), kernels::cpu::to_string(b.kv_dtype),
                  b.capacity.device_blocks, block_size);
     return b;
   }
+  // One group of every rank: the all-reduce of tensor parallelism, or a layer split's hand-over
+  // from each stage to the next (rank r + 1; the two are not combined).
   auto collectives = join_group(world, hosting);
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
-    auto w = std::make_shared<kernels::cpu::ModelWeights>(kernels::cpu::load_weights(*b.source, b.arch, r, world, storage));
+    const auto stage = static_cast<std::uint32_t>(r / tp);
+    auto w = std::make_shared<kernels::cpu::ModelWeights>(
+        kernels::cpu::load_weights(*b.source, b.arch, r % tp, tp, storage, stage, stages));
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
-    if (auto c = collectives[i])
+    kernels::cpu::StageLink link;
+    if (auto c = collectives[i]; c && stages == 1) {
       reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
+    } else if (c) {
+      if (!w->first_stage()) link.receive = [c, r](std::span<float> x) { c->recv(x, r - 1); };
+      if (!w->last_stage()) link.send = [c, r](std::span<const float> x) { c->send(x, r + 1); };
+    }
     shards.push_back(std::make_unique<CpuShard>(
         std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},
-        std::move(reduce)));
+        std::move(reduce), std::move(link)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of weights ({}) over {} rank(s), "
+  spdlog::info("cpu backend: {} ({}) loaded in {:.1f} s: {:.1f} MiB of weights ({}) over {} rank(s) ({}), "
                "{} thread(s) each; KV cache ({}) {} blocks of {} tokens ({:.1f} MiB per rank), {} host blocks for swap",
                b.model_path, b.arch.describe(), secs, double(b.weight_bytes) / (1 << 20),
                stored ? "as stored" : "dequantized to float", hosting.ranks.size() == std::size_t(world)
                    ? std::to_string(world) : fmt::format("{} of {}", hosting.ranks.size(), world),
-               b.threads_per_rank,
+               parallelism_text(cfg), b.threads_per_rank,
                kernels::cpu::to_string(b.kv_dtype), b.capacity.device_blocks, block_size,
                double(b.capacity.device_blocks) * double(b.block_bytes) / (1 << 20), b.capacity.host_blocks);
   return b;
@@ -199,7 +227,7 @@ CpuBackend load_cpu_backend(const config::Config& cfg, const serving::RankHostin
   auto shards = std::make_shared<std::vector<std::unique_ptr<CpuShard>>>();
   CpuBackend b = load_cpu_shards(cfg, hosting, *shards);
   if (hosting.ranks.empty()) return b;
-  const auto world = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
+  const auto world = static_cast<std::uint32_t>(cfg.engine.world_size());
   b.factory = [shards, ranks = hosting.ranks, world](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
     const auto it = std::find(ranks.begin(), ranks.end(), rank);
     const auto i = static_cast<std::size_t>(it - ranks.begin());
@@ -249,8 +277,7 @@ serving::Backend serving_backend(const config::Config& cfg, const serving::RankH
   }
   b.codec = serving::make_tokenizer_codec(std::move(tokenizer), format, system);
   b.identity = model_identity(cpu->model_path);
-  b.description = cpu->model_path + " on the cpu backend, tensor parallel " +
-                  std::to_string(cfg.engine.tensor_parallel_degree) + ", KV cache " +
+  b.description = cpu->model_path + " on the cpu backend, " + parallelism_text(cfg) + ", KV cache " +
                   std::to_string(std::uint64_t(cpu->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
   // One rank's weights as loaded here; a cluster's head loads none and does not guess (ranks
   // hold unequal shares: the embeddings are replicated).

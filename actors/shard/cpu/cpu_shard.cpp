@@ -49,10 +49,11 @@ void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
 }  // namespace
 
 CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
-                   const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce)
+                   const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce, kernels::cpu::StageLink link)
     : weights_(std::move(weights)),
-      cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks, o.kv_dtype),
-      transformer_(*weights_, std::move(all_reduce), o.threads) {}
+      cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks, o.kv_dtype,
+             static_cast<std::uint32_t>(weights_->layers.size())),
+      transformer_(*weights_, std::move(all_reduce), o.threads, std::move(link)) {}
 
 StepResult CpuShard::execute(const Step& step) {
   const auto start = std::chrono::steady_clock::now();
@@ -76,15 +77,14 @@ StepResult CpuShard::execute(const Step& step) {
                         std::span<const std::uint32_t>(s.block_table.data(), s.block_table.size()),
                         w.num_samples > 0});
     }
-    const bool sampler = weights_->rank == 0;
-    transformer_.forward(batch_, cache_, sampler, logits_);
+    transformer_.forward(batch_, cache_, weights_->samples(), logits_);
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cpu shard: ") + e.what());
   }
 
   StepResult r;
   r.step_id = step.id;
-  if (weights_->rank == 0) sample_rows(step, work, r.tokens);
+  if (weights_->samples()) sample_rows(step, work, r.tokens);
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   return r;

@@ -1,7 +1,8 @@
 #pragma once
 // The cpu backend's work for one tensor-parallel rank, without CAF: folds a Step's deltas into
 // its sequence state, applies the block copies and swaps to its KV cache, runs the model forward
-// over the step's sequences, and (on rank 0) samples the next tokens. The shard actor wraps one.
+// over the step's sequences, and (on the sampling rank: tensor rank 0 of the last layer-split
+// stage) samples the next tokens. The shard actor wraps one.
 
 #include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_messages.hpp"
@@ -22,9 +23,10 @@ struct CpuShardOptions {
 
 class CpuShard {
  public:
-  // `all_reduce` sums a buffer over the tensor-parallel group (unused when world == 1).
+  // `all_reduce` sums a buffer over the tensor-parallel group (unused when world == 1); `link`
+  // joins a layer-split stage to the stages beside it (unused with one stage).
   CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights, const CpuShardOptions& options,
-           kernels::cpu::AllReduce all_reduce = {});
+           kernels::cpu::AllReduce all_reduce = {}, kernels::cpu::StageLink link = {});
 
   // Throws std::invalid_argument for a step this shard cannot run (block size, token ids, block
   // tables): the actor turns that into an error reply.
@@ -40,7 +42,7 @@ class CpuShard {
   kernels::cpu::Transformer transformer_;
   SequenceState seqs_;  // what this rank holds of each sequence, from the incremental steps
   std::vector<kernels::cpu::ForwardSeq> batch_;
-  // Rank 0: the step's next tokens from logits_, in step order (rows on the forward's pool).
+  // The sampling rank: the step's next tokens from logits_, in step order (rows on the forward's pool).
   void sample_rows(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                    std::vector<SampledToken>& out);
   struct RowJob {

@@ -23,7 +23,7 @@ shard_actor::behavior_type cpu_shard(shard_actor::stateful_pointer<CpuShardState
         try {
           return self->state.shard->execute(step);
         } catch (const std::exception& e) {
-          spdlog::error("cpu shard rank {}: step {}: {}", self->state.shard->weights().rank, step.id,
+          spdlog::error("cpu shard rank {}: step {}: {}", self->state.shard->weights().shard_rank(), step.id,
                         e.what());
           return caf::make_error(caf::sec::runtime_error, e.what());
         }

@@ -5,20 +5,21 @@
 namespace actorlm::kernels::cpu {
 
 std::size_t KvCache::bytes_per_block(const model::Architecture& arch, const model::RankShard& heads,
-                                     std::uint32_t block_size, KvDtype dtype) {
-  return model::kv_elements_per_token(arch, heads, arch.layers) * block_size * kv_element_bytes(dtype);
+                                     std::uint32_t block_size, KvDtype dtype, std::uint32_t layers) {
+  return model::kv_elements_per_token(arch, heads, layers ? layers : arch.layers) * block_size * kv_element_bytes(dtype);
 }
 
 KvCache::KvCache(const model::Architecture& arch, const model::RankShard& heads, std::uint32_t block_size,
-                 std::uint32_t device_blocks, std::uint32_t host_blocks, KvDtype dtype)
+                 std::uint32_t device_blocks, std::uint32_t host_blocks, KvDtype dtype, std::uint32_t layers)
     : kv_heads_(static_cast<std::int32_t>(heads.kv_heads)),
       head_dim_(static_cast<std::int32_t>(arch.head_dim)),
       block_size_(block_size),
       dtype_(dtype) {
   // One layer's K (or V) plane of one block: [kv_heads, block_size, head_dim].
   const std::size_t block_bytes = std::size_t(heads.kv_heads) * block_size * arch.head_dim * kv_element_bytes(dtype);
-  device_layout_ = {arch.layers, device_blocks, block_bytes};
-  host_layout_ = {arch.layers, host_blocks, block_bytes};
+  if (layers == 0) layers = arch.layers;
+  device_layout_ = {layers, device_blocks, block_bytes};
+  host_layout_ = {layers, host_blocks, block_bytes};
   // operator new[] aligns to 16 bytes at least: every row of either dtype starts aligned to its element.
   device_ = std::make_unique_for_overwrite<std::byte[]>(device_layout_.total_bytes());
   host_ = std::make_unique_for_overwrite<std::byte[]>(host_layout_.total_bytes());

@@ -3,6 +3,8 @@
 // reads and writes, and a host cache for swapped-out blocks, both in the shared layout of
 // kernels/kv_cache_layout.hpp with elements of one KvDtype (float, or f16 at half the bytes), a
 // block being [kv_heads, block_size, head_dim]. Copies and swaps move bytes whatever the dtype.
+// A layer split's stage holds its own layers only: `layers` (0: all of the model's), indexed
+// from 0 at the stage's first.
 
 #include "kernels/cpu/model/paged_attention.hpp"
 #include "kernels/cpu/model/weights.hpp"
@@ -16,11 +18,13 @@ namespace actorlm::kernels::cpu {
 class KvCache {
  public:
   KvCache(const model::Architecture& arch, const model::RankShard& heads, std::uint32_t block_size,
-          std::uint32_t device_blocks, std::uint32_t host_blocks, KvDtype dtype = KvDtype::f32);
+          std::uint32_t device_blocks, std::uint32_t host_blocks, KvDtype dtype = KvDtype::f32,
+          std::uint32_t layers = 0);
 
-  // Bytes one block takes on one rank, over all layers, K and V.
+  // Bytes one block takes on one rank, over its layers (0: all), K and V.
   static std::size_t bytes_per_block(const model::Architecture& arch, const model::RankShard& heads,
-                                     std::uint32_t block_size, KvDtype dtype = KvDtype::f32);
+                                     std::uint32_t block_size, KvDtype dtype = KvDtype::f32,
+                                     std::uint32_t layers = 0);
 
   KvPlaneView k(std::int32_t layer) { return plane(device_.get(), device_layout_, 2 * layer); }
   KvPlaneView v(std::int32_t layer) { return plane(device_.get(), device_layout_, 2 * layer + 1); }

@@ -30,11 +30,14 @@ void over_rows(ThreadPool& pool, std::int64_t rows, Fn&& fn) {
 
 }  // namespace
 
-Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce, std::int32_t threads)
-    : w_(weights), all_reduce_(std::move(all_reduce)), pool_(threads) {
+Transformer::Transformer(const ModelWeights& weights, AllReduce all_reduce, std::int32_t threads, StageLink link)
+    : w_(weights), all_reduce_(std::move(all_reduce)), link_(std::move(link)), pool_(threads) {
   if (w_.world > 1 && !all_reduce_)
     throw std::invalid_argument("transformer: tensor parallel degree " + std::to_string(w_.world) +
                                 " needs an all-reduce");
+  if ((!w_.first_stage() && !link_.receive) || (!w_.last_stage() && !link_.send))
+    throw std::invalid_argument("transformer: stage " + std::to_string(w_.stage) + " of a " +
+                                std::to_string(w_.stages) + "-stage layer split needs its links to the stages beside it");
 }
 
 void Transformer::reduce(float* data, std::int64_t n) {
@@ -79,14 +82,16 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " +
                                 std::to_string(s.vocab));
       positions_[static_cast<std::size_t>(row)] = static_cast<std::int32_t>(q.first_position + i);
-      w_.embed.dequantize_row(t, std::span<float>(x_.data() + row * h, static_cast<std::size_t>(h)));
+      if (w_.first_stage())
+        w_.embed.dequantize_row(t, std::span<float>(x_.data() + row * h, static_cast<std::size_t>(h)));
     }
+  if (!w_.first_stage()) link_.receive(x_);  // the previous stage's output rows
 
   normed_.resize(x_.size());
   normed2_.resize(x_.size());
   proj_.resize(x_.size());
   mlp_out_.resize(x_.size());
-  for (std::int32_t i = 0; i < static_cast<std::int32_t>(s.layers); ++i) {
+  for (std::int32_t i = 0; i < static_cast<std::int32_t>(w_.layers.size()); ++i) {
     const LayerWeights& l = w_.layers[static_cast<std::size_t>(i)];
     norm(l.attn_norm, l.attn_norm_bias, x_.data(), normed_.data());
     attention_block(i, seqs, cache, normed_.data(), proj_.data());
@@ -108,6 +113,10 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
       reduce(mlp_out_.data(), tokens_ * h);
       add_rows(x_.data(), mlp_out_.data());
     }
+  }
+  if (!w_.last_stage()) {
+    link_.send(x_);
+    return;
   }
   if (!compute_logits) return;
   if (w_.lm_head.empty() && !s.tied_embeddings)

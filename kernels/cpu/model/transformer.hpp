@@ -3,7 +3,9 @@
 // consecutive positions (a prefill chunk or one decode token), flattened into one [tokens,
 // hidden] activation so every GEMM sees the whole batch. Attention reads and writes the paged
 // KV cache per sequence. With world > 1 the partial outputs are summed by `all_reduce` (twice
-// per Llama layer, once per Falcon layer: its attention and MLP run in parallel).
+// per Llama layer, once per Falcon layer: its attention and MLP run in parallel). In a layer
+// split, a stage after the first takes its input hidden states from the one before (`link`),
+// and a stage before the last hands its output to the next instead of computing logits.
 
 #include "kernels/cpu/model/kv_cache.hpp"
 #include "kernels/cpu/model/matmul.hpp"
@@ -25,13 +27,23 @@ struct ForwardSeq {
 
 using AllReduce = std::function<void(std::span<float>)>;
 
+// A layer split's hand-over, [tokens, hidden] floats: from the previous stage (every stage but
+// the first) and to the next (every stage but the last).
+struct StageLink {
+  std::function<void(std::span<float>)> receive;
+  std::function<void(std::span<const float>)> send;
+};
+
 class Transformer {
  public:
-  // `weights` must outlive the Transformer. `all_reduce` is required when weights.world > 1.
+  // `weights` must outlive the Transformer. `all_reduce` is required when weights.world > 1,
+  // `link`'s sides when weights.stages > 1 (std::invalid_argument otherwise).
   // `threads`: the GEMMs' thread pool, the caller included (cores given to this rank).
-  explicit Transformer(const ModelWeights& weights, AllReduce all_reduce = {}, std::int32_t threads = 1);
+  explicit Transformer(const ModelWeights& weights, AllReduce all_reduce = {}, std::int32_t threads = 1,
+                       StageLink link = {});
 
-  // Runs the batch, writing its K/V into `cache`. When `compute_logits` (rank 0), `logits`
+  // Runs the batch, writing its K/V into `cache` (this stage's layers). When `compute_logits`
+  // (weights.samples()), `logits`
   // becomes [rows, vocab]: one row per sequence with want_logits (its last token), n rows for
   // one with all_logits, in batch order.
   // Throws std::out_of_range for a token id outside the vocabulary or a table that does not
@@ -54,6 +66,7 @@ class Transformer {
 
   const ModelWeights& w_;
   AllReduce all_reduce_;
+  StageLink link_;
   ThreadPool pool_;
   MatmulScratch matmul_scratch_;
   std::int64_t tokens_ = 0;  // rows of the current batch

@@ -106,13 +106,13 @@ std::size_t ModelWeights::bytes() const {
 }
 
 std::size_t ModelWeights::matrix_bytes_per_step() const {
-  std::size_t n = rank == 0 ? output_matrix().bytes() : 0;  // logits on rank 0 only
+  std::size_t n = samples() ? output_matrix().bytes() : 0;  // logits on one rank only
   for (const auto& l : layers) n += l.wqkv.bytes() + l.wo.bytes() + l.w_up.bytes() + l.w_down.bytes();
   return n;
 }
 
 ModelWeights load_weights(const model::TensorSource& src, const model::Architecture& s, std::int32_t rank,
-                          std::int32_t world, WeightStorage storage) {
+                          std::int32_t world, WeightStorage storage, std::uint32_t stage, std::uint32_t stages) {
   if (world < 1 || rank < 0 || rank >= world)
     throw std::invalid_argument("tensor parallel degree " + std::to_string(world) + ": rank " +
                                 std::to_string(rank) + " out of range");
@@ -122,6 +122,9 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
   w.rank = rank;
   w.world = world;
   w.storage = storage;
+  w.first_layer = model::first_layer_of_stage(s, stages, stage);  // throws for a bad split
+  w.stage = stage;
+  w.stages = stages;
   const MatrixReader matrix{src, storage};
   w.heads = model::shard_for_rank(s, static_cast<std::uint32_t>(rank), static_cast<std::uint32_t>(world));
   const model::RankShard& p = w.heads;
@@ -129,15 +132,17 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
   const std::int64_t h = s.hidden, hd = s.head_dim, v = s.vocab, f = s.ffn;
   const Shape vec{h};
 
-  w.embed = matrix(n.embed, v, h);
-  w.out_norm = src.read_f32(n.out_norm, vec);
-  if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
-  if (!s.tied_embeddings && rank == 0) w.lm_head = matrix(n.lm_head, v, h);
+  if (w.first_stage() || (w.last_stage() && s.tied_embeddings)) w.embed = matrix(n.embed, v, h);
+  if (w.last_stage()) {
+    w.out_norm = src.read_f32(n.out_norm, vec);
+    if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
+    if (!s.tied_embeddings && rank == 0) w.lm_head = matrix(n.lm_head, v, h);
+  }
 
-  w.layers.resize(s.layers);
-  for (std::uint32_t i = 0; i < s.layers; ++i) {
-    LayerWeights& l = w.layers[static_cast<std::size_t>(i)];
-    const std::string pre = n.layer_prefix + std::to_string(i);
+  w.layers.resize(model::layers_of_stage(s, stages, stage));
+  for (std::uint32_t j = 0; j < w.layers.size(); ++j) {
+    LayerWeights& l = w.layers[static_cast<std::size_t>(j)];
+    const std::string pre = n.layer_prefix + std::to_string(w.first_layer + j);
     l.attn_norm = src.read_f32(pre + n.attn_norm, vec);
     if (s.family == Family::falcon) l.attn_norm_bias = src.read_f32(pre + n.attn_norm_bias, vec);
     if (s.norms_per_layer == 2) l.mlp_norm = src.read_f32(pre + n.mlp_norm, vec);

@@ -5,6 +5,9 @@
 // attention output and FFN down projection by input columns, so each rank's partial outputs
 // are summed by one all-reduce; KV heads split, or replicated when there are fewer than ranks.
 // The whole vocabulary stays on every rank (the embedding; the LM head on rank 0).
+// A layer split (pipeline stages) holds only its stage's layers (model::layers_of_stage); the
+// first stage holds the embedding, the last the output norm and projection (and the embedding
+// when the projection is tied to it).
 
 #include "model/arch/architecture.hpp"
 #include "model/arch/sharding.hpp"
@@ -36,7 +39,15 @@ struct ModelWeights {
   WeightMatrix embed;           // [vocab, hidden]
   std::vector<float> out_norm, out_norm_bias;  // [hidden]
   WeightMatrix lm_head;         // [vocab, hidden]; empty when tied (embed is used) or rank > 0
-  std::vector<LayerWeights> layers;
+  std::vector<LayerWeights> layers;  // this stage's: model layers [first_layer, first_layer + size)
+  std::uint32_t stage = 0, stages = 1, first_layer = 0;
+
+  bool first_stage() const { return stage == 0; }
+  bool last_stage() const { return stage + 1 == stages; }
+  // The rank that computes logits and samples: tensor rank 0 of the last stage.
+  bool samples() const { return rank == 0 && last_stage(); }
+  // The engine's rank of this shard: stages in order, each its tensor ranks.
+  std::int32_t shard_rank() const { return static_cast<std::int32_t>(stage) * world + rank; }
 
   const WeightMatrix& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
   std::size_t bytes() const;    // as held in memory
@@ -46,11 +57,13 @@ struct ModelWeights {
 };
 
 // Loads this rank's share of `arch` (model::read_architecture(source), possibly altered by a
-// test), its matrices as `storage` says. Throws model::ModelFileError for a missing or
-// misshapen tensor (naming it), std::invalid_argument for an impossible partition
-// (model::check_shardable's message).
+// test): tensor rank `rank` of `world`, of layer-split stage `stage` of `stages`, its matrices as
+// `storage` says. Throws model::ModelFileError for a missing or misshapen tensor (naming it),
+// std::invalid_argument for an impossible partition (model::check_shardable's and
+// model::layers_of_stage's messages).
 ModelWeights load_weights(const model::TensorSource& source, const model::Architecture& arch,
                           std::int32_t rank = 0, std::int32_t world = 1,
-                          WeightStorage storage = WeightStorage::stored);
+                          WeightStorage storage = WeightStorage::stored, std::uint32_t stage = 0,
+                          std::uint32_t stages = 1);
 
 }  // namespace actorlm::kernels::cpu

@@ -1,7 +1,9 @@
 // The cpu backend through the real engine (scheduler, block manager, detached shard actors) on
 // tiny fixture models: batching, chunked prefill, preemption by recompute or swap, and tensor
-// parallelism over Gloo must not change greedy outputs, with the KV cache in f16 or f32; n = 2
-// shares the prompt's blocks; an f16 cache holds twice the blocks of an f32 one.
+// parallelism over Gloo must not change greedy outputs, nor a layer split (stages handing hidden
+// states over Gloo) greedy or seeded ones, with the KV cache in f16 or f32; n = 2 shares the
+// prompt's blocks; an f16 cache holds twice the blocks of an f32 one, and each of two stages
+// twice the blocks of one rank holding every layer.
 #define BOOST_TEST_MODULE cpu_engine
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -147,6 +149,49 @@ BOOST_DATA_TEST_CASE(tensor_parallel_two_equals_one,
   cfg.engine.tensor_parallel_degree = 2;
   const auto two = generate(cfg, ps, 10);
   for (std::size_t i = 0; i < ps.size(); ++i) BOOST_TEST(two[i].at(0) == one[i].at(0), boost::test_tools::per_element());
+}
+
+BOOST_DATA_TEST_CASE(a_layer_split_over_two_stages_gives_exactly_the_tokens_of_one_rank,
+                     boost::unit_test::data::make({"llama.gguf", "llama-tied.gguf", "falcon-7b-style",
+                                                   "falcon-40b-style.gguf"}) *
+                         boost::unit_test::data::make(kv_dtypes),
+                     model, kv) {
+  auto cfg = base_config(model, kv);
+  const auto ps = prompts(6, 256, 5);
+  const RunOptions seeded{.temperature = 0.9f, .seed = 11};
+  const auto greedy_one = generate(cfg, ps, 10);
+  const auto seeded_one = generate(cfg, ps, 10, seeded);
+  cfg.engine.pipeline_parallel_degree = 2;
+  const auto backend = shard::load_cpu_backend(cfg);
+  BOOST_TEST(backend.capacity.answering_rank == 1u);  // the last stage samples
+  const auto greedy_two = generate(cfg, ps, 10);
+  const auto seeded_two = generate(cfg, ps, 10, seeded);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    BOOST_TEST(greedy_two[i].at(0) == greedy_one[i].at(0), boost::test_tools::per_element());
+    BOOST_TEST(seeded_two[i].at(0) == seeded_one[i].at(0), boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(each_stage_of_a_two_stage_split_holds_twice_the_blocks_in_the_same_space) {
+  auto cfg = base_config("llama.gguf");  // 2 layers: one per stage
+  cfg.cache.num_gpu_blocks_override = 0;
+  cfg.cache.cpu_kv_space = 0.01;  // GiB
+  const auto one = shard::load_cpu_backend(cfg);
+  cfg.engine.pipeline_parallel_degree = 2;
+  const auto two = shard::load_cpu_backend(cfg);
+  BOOST_TEST(two.block_bytes * 2 == one.block_bytes);
+  BOOST_TEST(two.capacity.device_blocks / 2 == one.capacity.device_blocks);
+}
+
+BOOST_AUTO_TEST_CASE(more_stages_than_layers_and_a_split_of_tensor_parallel_stages_are_refused) {
+  auto cfg = base_config("llama.gguf");
+  cfg.engine.pipeline_parallel_degree = 3;
+  BOOST_CHECK_EXCEPTION(shard::load_cpu_backend(cfg), std::invalid_argument, [](const auto& e) {
+    return std::string(e.what()) == "engine.pipeline_parallel_degree = 3: the model has only 2 layers to split";
+  });
+  cfg.engine.pipeline_parallel_degree = 2;
+  cfg.engine.tensor_parallel_degree = 2;
+  BOOST_CHECK_THROW(shard::load_cpu_backend(cfg), std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(two_samples_share_the_prompt_blocks_and_differ) {
