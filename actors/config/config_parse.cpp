@@ -181,13 +181,11 @@ bool degrees_valid(const Sections& s) {
   return s.engine.valid("tensor_parallel_degree") && s.engine.valid("pipeline_parallel_degree");
 }
 
-// "engine.tensor_parallel_degree = 4" or "2 (engine.tensor_parallel_degree = 1 x
-// engine.pipeline_parallel_degree = 2)": the shard ranks and where their number comes from.
-std::string ranks_phrase(const Config& c) {
-  const auto& e = c.engine;
-  if (e.pipeline_parallel_degree == 1) return "engine.tensor_parallel_degree = " + std::to_string(e.tensor_parallel_degree);
-  return std::to_string(e.world_size()) + " (engine.tensor_parallel_degree = " + std::to_string(e.tensor_parallel_degree) +
-         " x engine.pipeline_parallel_degree = " + std::to_string(e.pipeline_parallel_degree) + ")";
+// Where the number of shard ranks comes from: "engine.tensor_parallel_degree", or with a layer
+// split "engine.tensor_parallel_degree x pipeline_parallel_degree".
+std::string ranks_key(const Config& c) {
+  return c.engine.pipeline_parallel_degree == 1 ? "engine.tensor_parallel_degree"
+                                                 : "engine.tensor_parallel_degree x pipeline_parallel_degree";
 }
 
 // A layer split and tensor parallelism at once (each stage a tensor-parallel group) is not built.
@@ -206,7 +204,8 @@ void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
   const std::string rank = std::to_string(c.sim.fault_rank);
   if (degrees_valid(s) && c.sim.fault_rank >= c.engine.world_size())
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.fault_rank (" + rank + ") must be below the number of ranks, " + ranks_phrase(c));
+                          "sim.fault_rank (" + rank + ") must be below " + ranks_key(c) + " (" +
+                              std::to_string(c.engine.world_size()) + ")");
   else if (c.sim.fault_rank != 0 && c.sim.fault != SimFault::exit)
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.sim, "fault"}},
                           "sim.fault = \"" + std::string(to_string(c.sim.fault)) + "\" needs sim.fault_rank = 0 (found " +
@@ -220,8 +219,8 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
   const std::string n = std::to_string(c.sim.nodes);
   if (degrees_valid(s) && c.engine.world_size() % c.sim.nodes != 0)
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.nodes (" + n + ") must divide the number of GPUs, " + ranks_phrase(c) +
-                              ": every node holds as many GPUs");
+                          "sim.nodes (" + n + ") must divide " + ranks_key(c) + " (" + std::to_string(c.engine.world_size()) +
+                              "): every node holds as many GPUs");
   else if (s.sim.valid("instance") && c.sim.instance.empty())
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.sim, "instance"}},
                           "sim.nodes = " + n + " needs sim.instance: the network between nodes is the instance's");
@@ -241,7 +240,7 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
     else if (std::int64_t(k.placement.size()) != tp)
       add_cross_field_error(errors, {{s.cluster, "placement"}, {s.engine, "tensor_parallel_degree"}},
                             "cluster.placement has " + std::to_string(k.placement.size()) +
-                                " entries; it needs one per rank (" + ranks_phrase(c) + ")");
+                                " entries; it needs one per rank (" + ranks_key(c) + " = " + std::to_string(tp) + ")");
     else if (auto bad = std::find_if(k.placement.begin(), k.placement.end(),
                                      [&](std::int64_t w) { return w >= std::int64_t(k.workers.size()); });
              bad != k.placement.end())
@@ -259,8 +258,8 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
         }
   } else if (std::int64_t(k.workers.size()) > tp) {
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.engine, "tensor_parallel_degree"}},
-                          "cluster.workers names " + n + " workers but there are only " + ranks_phrase(c) +
-                              " to place");
+                          "cluster.workers names " + n + " workers but " + ranks_key(c) + " = " + std::to_string(tp) +
+                              " gives only " + std::to_string(tp) + " ranks to place");
   }
   const int tls_files = int(!k.tls_cert.empty()) + int(!k.tls_key.empty()) + int(!k.tls_ca.empty());
   if (tls_files != 0 && tls_files != 3)

@@ -2,7 +2,8 @@
 // ranks of the default model (cpu backend, tensor parallel 3: SmolLM2's 9 heads split over 3),
 // and `actorlm serve` or `actorlm generate` is the head. The same ranks in one process are the
 // reference: across processes the tokens and log-probabilities must be exactly theirs (Gloo's
-// all-reduce sums in the same order whichever process a rank lives in). Then the faults: a
+// all-reduce sums in the same order whichever process a rank lives in). A layer split of the
+// same model over 3 stages on the two workers must give exactly one rank's. Then the faults: a
 // worker killed or stopped mid-stream, the head killed, a worker of another configuration, a
 // peer of another CA, plaintext against TLS.
 #define BOOST_TEST_MODULE cluster_processes
@@ -119,12 +120,17 @@ json complete(const ServerProcess& s, bool sampled, int max_tokens = 24) {
   return {{"text", j["choices"][0]["text"]}, {"logprobs", j["choices"][0]["logprobs"]}};
 }
 
+// `config` with its ranks made `degrees` (e.g. "pipeline_parallel_degree = 3") instead of
+// tensor parallel kTp.
+std::string with_degrees(std::string config, const std::string& degrees) {
+  const std::string key = "tensor_parallel_degree = " + std::to_string(kTp);
+  config.replace(config.find(key), key.size(), degrees);
+  return config;
+}
+
 // The same model and cache in one process, tensor parallel `tp`.
 std::string one_process_config(int tp) {
-  std::string c = "[server]\nhost = \"127.0.0.1\"\n" + shared_sections();
-  const std::string key = "tensor_parallel_degree = " + std::to_string(kTp);
-  c.replace(c.find(key), key.size(), "tensor_parallel_degree = " + std::to_string(tp));
-  return c;
+  return with_degrees("[server]\nhost = \"127.0.0.1\"\n" + shared_sections(), "tensor_parallel_degree = " + std::to_string(tp));
 }
 
 }  // namespace
@@ -149,6 +155,24 @@ BOOST_AUTO_TEST_CASE(ranks_on_two_workers_give_exactly_the_tokens_and_logprobs_o
   // Greedy text agrees with tensor parallel 1 too (log-probabilities differ in the last bits:
   // another summation order).
   BOOST_TEST(greedy["text"] == greedy_tp1["text"], greedy.dump() << " vs " << greedy_tp1.dump());
+}
+
+BOOST_AUTO_TEST_CASE(a_layer_split_over_two_workers_gives_exactly_the_tokens_and_logprobs_of_one_rank) {
+  json greedy_one, sampled_one;
+  {
+    ServerProcess s(one_process_config(1));
+    greedy_one = complete(s, false);
+    sampled_one = complete(s, true);
+  }
+  const std::string split = "pipeline_parallel_degree = 3";  // SmolLM2's 30 layers: 10 per stage
+  WorkerProcess w1(with_degrees(worker_config(), split)), w2(with_degrees(worker_config(), split));
+  ServerProcess head(with_degrees(head_config({w1.port(), w2.port()}), split));
+  BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
+  BOOST_TEST(head.log().find("a layer split over 3 stages") != std::string::npos, head.log());
+  const json greedy = complete(head, false), sampled = complete(head, true);
+  // A stage computes its layers exactly as one rank holding them all does.
+  BOOST_TEST(greedy == greedy_one, "cluster " << greedy.dump() << "\none rank " << greedy_one.dump());
+  BOOST_TEST(sampled == sampled_one, "cluster " << sampled.dump() << "\none rank " << sampled_one.dump());
 }
 
 BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_ca_and_a_plaintext_head) {

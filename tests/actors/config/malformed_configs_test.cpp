@@ -188,6 +188,17 @@ const std::vector<MalformedCase> cases = {
     {"sim_cluster_in_virtual_time",
      "[engine]\nbackend = \"sim\"\n[model]\npreset = \"falcon-40b\"\n[cluster]\nworkers = [\"127.0.0.1:1\"]\n", 6, 11,
      "cluster.workers", "sim shards on cluster workers run in wall-clock time"},
+    {"placement_of_the_wrong_length_for_a_layer_split",
+     "[engine]\npipeline_parallel_degree = 3\n[cluster]\nworkers = [\"127.0.0.1:1\"]\nplacement = [0]\n", 5, 13,
+     "cluster.placement",
+     "has 1 entries; it needs one per rank (engine.tensor_parallel_degree x pipeline_parallel_degree = 3)"},
+
+    // Parallelism: a layer split's stages, not combined with tensor parallelism.
+    {"pipeline_parallel_degree_zero", "[engine]\npipeline_parallel_degree = 0\n", 2, 28,
+     "engine.pipeline_parallel_degree", "found 0"},
+    {"layer_split_of_tensor_parallel_stages",
+     "[engine]\ntensor_parallel_degree = 2\npipeline_parallel_degree = 2\n", 3, 28, "engine.pipeline_parallel_degree",
+     "a layer split of tensor-parallel stages is not supported; set one of them to 1"},
     {"sim_nodes_zero", "[sim]\nnodes = 0\n", 2, 9, "sim.nodes", "found 0"},
     {"sim_nodes_not_dividing_the_gpus",
      "[engine]\ntensor_parallel_degree = 6\n[sim]\ninstance = \"g5.12xlarge\"\nnodes = 4\n", 5, 9, "sim.nodes",

@@ -297,6 +297,22 @@ BOOST_AUTO_TEST_CASE(two_nodes_hold_what_one_instance_of_their_gpus_would_and_na
   BOOST_TEST(two.describe().find("over 8 GPUs on 2 nodes") != std::string::npos, two.describe());
 }
 
+BOOST_AUTO_TEST_CASE(a_pipeline_parallel_degree_is_the_layer_split_over_as_many_gpus) {
+  config::Config layers = falcon_tp8();
+  layers.sim.parallelism = config::SimParallelism::layers;
+  config::Config stages = falcon_tp8();
+  stages.engine.tensor_parallel_degree = 1;
+  stages.engine.pipeline_parallel_degree = 8;
+  const auto a = sim::load_sim_backend(layers), b = sim::load_sim_backend(stages);
+  BOOST_TEST((b.parallelism.kind == sim::ParallelKind::layers));
+  BOOST_TEST(b.parallelism.degree == 8u);
+  BOOST_TEST(b.capacity.device_blocks == a.capacity.device_blocks);
+  BOOST_TEST(b.describe() == a.describe());
+  sim::StepShape decode;
+  for (int i = 0; i < 16; ++i) decode.add(1, 512, true);
+  BOOST_TEST(b.shard_model->cost.step_seconds(decode) == a.shard_model->cost.step_seconds(decode));
+}
+
 BOOST_AUTO_TEST_CASE(the_backend_refuses_what_cannot_be_served_and_says_why) {
   auto error_of = [](const config::Config& c) -> std::string {
     try {
