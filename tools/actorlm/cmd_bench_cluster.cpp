@@ -29,10 +29,10 @@ int run_bench_cluster(bench::ClusterBenchOptions opt) {
                       {"failover_seconds", r.failover_seconds},
                       {"recovery_seconds", r.recovery_seconds}};
   for (const auto& p : r.cpu) {
-    const std::string c = std::to_string(p.concurrency);
-    j["cpu_tp3_one_process_tokens_per_s_" + c] = p.one_process_tokens_per_s;
-    j["cpu_tp3_two_processes_tokens_per_s_" + c] = p.two_processes_tokens_per_s;
-    j["cpu_tp3_two_over_one_" + c] = p.two_processes_tokens_per_s / p.one_process_tokens_per_s;
+    const std::string c = std::to_string(p.concurrency), k = "cpu_" + p.parallelism;
+    j[k + "_one_process_tokens_per_s_" + c] = p.one_process_tokens_per_s;
+    j[k + "_two_processes_tokens_per_s_" + c] = p.two_processes_tokens_per_s;
+    j[k + "_two_over_one_" + c] = p.two_processes_tokens_per_s / p.one_process_tokens_per_s;
   }
   std::cout << j.dump() << std::endl;
   return 0;
@@ -45,7 +45,8 @@ void add_bench_cluster_command(CLI::App& bench, int& exit_code) {
   auto* c = bench.add_subcommand(
       "cluster", "Cluster costs with 2 workers started on loopback: control-plane time per decode step at 256 "
                  "sequences (zero-cost sim shards) beside the same engine in one process, bytes on the wire per step, "
-                 "failover and recovery after a SIGKILLed worker, cpu TP 3 across 2 processes vs 1 at 1 and 32 requests");
+                 "failover and recovery after a SIGKILLed worker, cpu TP 3 and a 3-stage layer split across 2 processes vs 1 "
+                 "at 1 and 32 requests");
   c->add_option("--steps", opt->steps, "Decode iterations measured")->capture_default_str()->check(CLI::Range(10u, 4'000u));
   c->add_option("--running", opt->running, "Sequences decoding in the overhead measurement")
       ->capture_default_str()->check(CLI::Range(1u, 4096u));

@@ -179,8 +179,9 @@ std::string sim_config(const std::string& catalogue, const ClusterBenchOptions& 
          "hardware_catalogue = \"" + catalogue + "\"\n[cluster]\nheartbeat_interval_s = 0.5\n";
 }
 
-std::string cpu_config() {
-  return "[engine]\ntensor_parallel_degree = 3\n[cache]\ncpu_kv_space = 0.25\nswap_space = 0.0625\n"
+// `degrees`: "tensor_parallel_degree = 3" or "pipeline_parallel_degree = 3".
+std::string cpu_config(const std::string& degrees) {
+  return "[engine]\n" + degrees + "\n[cache]\ncpu_kv_space = 0.25\nswap_space = 0.0625\n"
          "[model]\nmax_model_len = 512\n[cluster]\nheartbeat_interval_s = 0.5\n";
 }
 
@@ -330,31 +331,39 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
   }
   if (!o.cpu) return res;
 
-  const std::string cpu_text = cpu_config();
-  const std::string cpu_file = (dir / "cpu.toml").string();
-  std::ofstream(cpu_file) << cpu_text;
   std::uint64_t next_id = 1;
-  std::vector<double> one, two;
-  {
-    say("cpu: TP 3 of the default model in this process");
-    Tally tally;
-    auto sink = sys.spawn(tally_sink, &tally);
-    serving::ServedModel local(sys, parse(cpu_text, {}));
-    tokens_per_s(local, 1, 4, tally, sink, next_id);  // warm-up
-    for (auto c : o.concurrency) one.push_back(tokens_per_s(local, c, o.cpu_tokens, tally, sink, next_id));
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+  struct Split {
+    const char* key;
+    const char* degrees;
+    const char* name;
+  };
+  for (const Split p : {Split{"tp3", "tensor_parallel_degree = 3", "TP 3"},
+                        Split{"pp3", "pipeline_parallel_degree = 3", "a layer split over 3 stages"}}) {
+    const std::string cpu_text = cpu_config(p.degrees);
+    const std::string cpu_file = (dir / (std::string(p.key) + ".toml")).string();
+    std::ofstream(cpu_file) << cpu_text;
+    std::vector<double> one, two;
+    {
+      say(std::string("cpu: ") + p.name + " of the default model in this process");
+      Tally tally;
+      auto sink = sys.spawn(tally_sink, &tally);
+      serving::ServedModel local(sys, parse(cpu_text, {}));
+      tokens_per_s(local, 1, 4, tally, sink, next_id);  // warm-up
+      for (auto c : o.concurrency) one.push_back(tokens_per_s(local, c, o.cpu_tokens, tally, sink, next_id));
+      caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    }
+    {
+      say(std::string("cpu: ") + p.name + " with rank 0 on one worker process and ranks 1, 2 on another");
+      WorkerChild w1(cpu_file, 0), w2(cpu_file, 0);
+      Tally tally;
+      auto sink = sys.spawn(tally_sink, &tally);
+      serving::ServedModel remote(sys, parse(cpu_text, {w1.address(), w2.address()}));
+      tokens_per_s(remote, 1, 4, tally, sink, next_id);
+      for (auto c : o.concurrency) two.push_back(tokens_per_s(remote, c, o.cpu_tokens, tally, sink, next_id));
+      caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
+    }
+    for (std::size_t i = 0; i < o.concurrency.size(); ++i) res.cpu.push_back({p.key, o.concurrency[i], one[i], two[i]});
   }
-  {
-    say("cpu: TP 3 with rank 0 on one worker process and ranks 1, 2 on another");
-    WorkerChild w1(cpu_file, 0), w2(cpu_file, 0);
-    Tally tally;
-    auto sink = sys.spawn(tally_sink, &tally);
-    serving::ServedModel remote(sys, parse(cpu_text, {w1.address(), w2.address()}));
-    tokens_per_s(remote, 1, 4, tally, sink, next_id);
-    for (auto c : o.concurrency) two.push_back(tokens_per_s(remote, c, o.cpu_tokens, tally, sink, next_id));
-    caf::anon_send_exit(sink, caf::exit_reason::user_shutdown);
-  }
-  for (std::size_t i = 0; i < o.concurrency.size(); ++i) res.cpu.push_back({o.concurrency[i], one[i], two[i]});
   return res;
 }
 

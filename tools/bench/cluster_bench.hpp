@@ -7,9 +7,10 @@
 //   - the bytes that cross the sockets per such iteration (the head's sockets, TCP_INFO);
 //   - failover: a worker SIGKILLed under load, to the last request in flight ending with an
 //     error; recovery: the worker restarted on its address, to the first request served;
-//   - cpu tensor parallelism of the default model across two worker processes against the same
-//     ranks in one process, tokens/s at 1 and 32 concurrent requests (TP 3: its 9 heads do not
-//     split over 2).
+//   - the cpu backend's two parallelisms of the default model, each with 3 ranks across two
+//     worker processes against the same ranks in one process, tokens/s at 1 and 32 concurrent
+//     requests: tensor parallel 3 (its 9 heads do not split over 2) and a layer split over 3
+//     stages.
 
 #include <cstdint>
 #include <functional>
@@ -28,6 +29,7 @@ struct ClusterBenchOptions {
 };
 
 struct ClusterCpuPoint {
+  std::string parallelism;  // "tp3" or "pp3" (a layer split over 3 stages)
   std::uint32_t concurrency = 0;
   double one_process_tokens_per_s = 0;
   double two_processes_tokens_per_s = 0;
