@@ -9,6 +9,7 @@
 // the key when it is still missing then (or when the store is gone). Thread-safe.
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,22 @@ class RendezvousStore {
   virtual ~RendezvousStore() = default;
   virtual void set(const std::string& key, const std::vector<char>& value) = 0;
   virtual std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+};
+
+// Another store's keys under a prefix, so that several groups (a layer split's tensor-parallel
+// stages) meet through one store without their keys colliding.
+class PrefixedStore : public RendezvousStore {
+ public:
+  PrefixedStore(std::shared_ptr<RendezvousStore> inner, std::string prefix)
+      : inner_(std::move(inner)), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& value) override { inner_->set(prefix_ + key, value); }
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return inner_->get(prefix_ + key, timeout);
+  }
+
+ private:
+  std::shared_ptr<RendezvousStore> inner_;
+  std::string prefix_;
 };
 
 }  // namespace actorlm::kernels

@@ -52,9 +52,9 @@ struct EngineConfig {
   std::int64_t tensor_parallel_degree = 1;  // [1, 64]; must divide the model's heads and FFN width
   // [1, 64]: a layer split (HF Accelerate's device_map, "pipeline" stages run one at a time):
   // each stage holds a contiguous run of layers, the first ones one more when they do not divide
-  // evenly, and hands its hidden states to the next. Above 1, tensor_parallel_degree must be 1
-  // (a hybrid is not built). The sim backend reads it as sim.parallelism = "layers" over as
-  // many GPUs.
+  // evenly, and hands its hidden states to the next; each stage is tensor_parallel_degree ranks
+  // (cpu backend). The sim backend reads it as sim.parallelism = "layers" over as many GPUs,
+  // and does not model tensor-parallel stages (both degrees above 1 is an error there).
   std::int64_t pipeline_parallel_degree = 1;
   Batching batching = Batching::paged;
   std::int64_t seed = 0;                    // [0, 2^63)

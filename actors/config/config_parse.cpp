@@ -188,13 +188,15 @@ std::string ranks_key(const Config& c) {
                                                  : "engine.tensor_parallel_degree x pipeline_parallel_degree";
 }
 
-// A layer split and tensor parallelism at once (each stage a tensor-parallel group) is not built.
+// The simulator does not model a layer split of tensor-parallel stages (the cpu backend runs it).
 void check_degrees(const Config& c, const Sections& s, ErrorList& errors) {
-  if (degrees_valid(s) && c.engine.pipeline_parallel_degree > 1 && c.engine.tensor_parallel_degree > 1)
+  if (degrees_valid(s) && s.engine.valid("backend") && c.engine.backend == Backend::sim &&
+      c.engine.pipeline_parallel_degree > 1 && c.engine.tensor_parallel_degree > 1)
     add_cross_field_error(errors, {{s.engine, "pipeline_parallel_degree"}, {s.engine, "tensor_parallel_degree"}},
                           "engine.pipeline_parallel_degree = " + std::to_string(c.engine.pipeline_parallel_degree) +
                               " with engine.tensor_parallel_degree = " + std::to_string(c.engine.tensor_parallel_degree) +
-                              ": a layer split of tensor-parallel stages is not supported; set one of them to 1");
+                              ": the sim backend does not model a layer split of tensor-parallel stages; set one of "
+                              "them to 1");
 }
 
 // sim.fault_rank names an existing rank, and only rank 0's answer is awaited: an "error" or a

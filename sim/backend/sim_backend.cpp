@@ -40,6 +40,9 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   b.model = cat.model(cfg.model.preset);
   // engine.pipeline_parallel_degree = N (with tensor parallel 1: the config refuses a hybrid) is
   // the layer split over N GPUs, as sim.parallelism = "layers" with tensor_parallel_degree = N.
+  if (cfg.engine.pipeline_parallel_degree > 1 && cfg.engine.tensor_parallel_degree > 1)
+    throw std::invalid_argument("engine.pipeline_parallel_degree > 1 with engine.tensor_parallel_degree > 1: the sim "
+                                "backend does not model a layer split of tensor-parallel stages");
   const auto degree = static_cast<std::uint32_t>(cfg.engine.world_size());
   const std::string gpus_key = cfg.engine.pipeline_parallel_degree > 1 ? "engine.pipeline_parallel_degree"
                                                                       : "engine.tensor_parallel_degree";

@@ -38,35 +38,62 @@ fs::path executable_dir() {
   return ec ? fs::path{} : p.parent_path();
 }
 
-// One collective per hosted rank, joined concurrently (each join waits for all the others, in
-// this process and, with hosting.store, in the others).
-std::vector<std::shared_ptr<kernels::cpu::Collective>> join_group(int world, const serving::RankHosting& hosting) {
-  std::vector<std::shared_ptr<kernels::cpu::Collective>> out(hosting.ranks.size());
+// The data-plane groups of one hosted rank (null where unused): `reduce` sums over the
+// tensor-parallel ranks of its stage, `chain` hands hidden states between stages (rank r's
+// neighbours are r - tp and r + tp). With one stage the reduce group is every rank; with tensor
+// parallel 1 the chain is; with both, each stage has a reduce group of its own, meeting under a
+// prefix of the one store.
+struct RankGroups {
+  std::shared_ptr<kernels::cpu::Collective> reduce, chain;
+};
+
+std::shared_ptr<kernels::cpu::CollectiveRendezvous> rendezvous(int size, const serving::RankHosting& hosting,
+                                                               const std::string& prefix) {
+  if (!hosting.store) return std::make_shared<kernels::cpu::CollectiveRendezvous>(size);
+  std::shared_ptr<kernels::RendezvousStore> store = hosting.store;
+  if (!prefix.empty()) store = std::make_shared<kernels::PrefixedStore>(store, prefix);
+  return std::make_shared<kernels::cpu::CollectiveRendezvous>(size, std::move(store), hosting.data_address);
+}
+
+// Every hosted rank joins its groups on a thread of its own, at once (each join waits for all
+// the group's ranks, in this process and, with hosting.store, in the others).
+std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosting& hosting) {
+  std::vector<RankGroups> out(hosting.ranks.size());
+  const int world = tp * stages;
   if (world == 1) return out;
-  auto rv = hosting.store ? std::make_shared<kernels::cpu::CollectiveRendezvous>(world, hosting.store, hosting.data_address)
-                          : std::make_shared<kernels::cpu::CollectiveRendezvous>(world);
+  const auto world_rv = rendezvous(world, hosting, "");
+  std::vector<std::shared_ptr<kernels::cpu::CollectiveRendezvous>> stage_rv;
+  if (tp > 1 && stages > 1)
+    for (int s = 0; s < stages; ++s) stage_rv.push_back(rendezvous(tp, hosting, "stage" + std::to_string(s) + "/"));
   std::vector<std::thread> threads;
   std::mutex m;
   std::string error;
+  constexpr auto timeout = std::chrono::seconds(60);
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i)
     threads.emplace_back([&, i] {
       try {
-        out[i] = kernels::cpu::Collective::join(rv, static_cast<int>(hosting.ranks[i]), std::chrono::seconds(60));
+        const int r = static_cast<int>(hosting.ranks[i]);
+        std::shared_ptr<kernels::cpu::Collective> all = kernels::cpu::Collective::join(world_rv, r, timeout);
+        if (stages == 1) out[i].reduce = all;
+        else out[i].chain = all;
+        if (!stage_rv.empty()) out[i].reduce = kernels::cpu::Collective::join(stage_rv[std::size_t(r / tp)], r % tp, timeout);
       } catch (const std::exception& e) {
         std::lock_guard lock(m);
         error = e.what();
       }
     });
   for (auto& t : threads) t.join();
-  if (!error.empty()) throw std::runtime_error("cpu backend: all-reduce group: " + error);
+  if (!error.empty()) throw std::runtime_error("cpu backend: data-plane group: " + error);
   return out;
 }
 
-// "tensor parallel 2" or "a layer split over 3 stages".
+// "tensor parallel 2", "a layer split over 3 stages" or "a layer split over 2 stages of tensor
+// parallel 2".
 std::string parallelism_text(const config::Config& cfg) {
-  if (cfg.engine.pipeline_parallel_degree > 1)
-    return fmt::format("a layer split over {} stages", cfg.engine.pipeline_parallel_degree);
-  return fmt::format("tensor parallel {}", cfg.engine.tensor_parallel_degree);
+  const auto& e = cfg.engine;
+  if (e.pipeline_parallel_degree == 1) return fmt::format("tensor parallel {}", e.tensor_parallel_degree);
+  return fmt::format("a layer split over {} stages", e.pipeline_parallel_degree) +
+         (e.tensor_parallel_degree > 1 ? fmt::format(" of tensor parallel {}", e.tensor_parallel_degree) : "");
 }
 
 // The model file's name and size: what a cluster's head and workers compare (their paths may
@@ -140,8 +167,6 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
   const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
   // Throws, naming the degrees that would work, when the model does not split over `tp`.
   const auto heads = model::shard_for_rank(b.arch, 0, static_cast<std::uint32_t>(tp));
-  if (stages > 1 && tp > 1)  // the config check says the same; this is for callers that skip it
-    throw std::invalid_argument("engine.pipeline_parallel_degree > 1 needs engine.tensor_parallel_degree = 1");
   if (stages > b.arch.layers)
     throw std::invalid_argument(fmt::format("engine.pipeline_parallel_degree = {}: the model has only {} layers to split",
                                             stages, b.arch.layers));
@@ -186,9 +211,7 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
                  b.capacity.device_blocks, block_size);
     return b;
   }
-  // One group of every rank: the all-reduce of tensor parallelism, or a layer split's hand-over
-  // from each stage to the next (rank r + 1; the two are not combined).
-  auto collectives = join_group(world, hosting);
+  const auto groups = join_groups(tp, static_cast<int>(stages), hosting);
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     const auto stage = static_cast<std::uint32_t>(r / tp);
@@ -197,11 +220,12 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
     b.weight_bytes += w->bytes();
     kernels::cpu::AllReduce reduce;
     kernels::cpu::StageLink link;
-    if (auto c = collectives[i]; c && stages == 1) {
-      reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
-    } else if (c) {
-      if (!w->first_stage()) link.receive = [c, r](std::span<float> x) { c->recv(x, r - 1); };
-      if (!w->last_stage()) link.send = [c, r](std::span<const float> x) { c->send(x, r + 1); };
+    if (auto c = groups[i].reduce) reduce = [c](std::span<float> data) { c->all_reduce_sum(data); };
+    if (auto c = groups[i].chain) {
+      // Tensor rank k of a stage hands the stage's output (whole on every rank after the
+      // all-reduce) to tensor rank k of the next.
+      if (!w->first_stage()) link.receive = [c, from = r - tp](std::span<float> x) { c->recv(x, from); };
+      if (!w->last_stage()) link.send = [c, to = r + tp](std::span<const float> x) { c->send(x, to); };
     }
     shards.push_back(std::make_unique<CpuShard>(
         std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},

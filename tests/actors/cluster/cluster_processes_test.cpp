@@ -175,6 +175,25 @@ BOOST_AUTO_TEST_CASE(a_layer_split_over_two_workers_gives_exactly_the_tokens_and
   BOOST_TEST(sampled == sampled_one, "cluster " << sampled.dump() << "\none rank " << sampled_one.dump());
 }
 
+BOOST_AUTO_TEST_CASE(two_tensor_parallel_stages_one_per_worker_give_exactly_the_tokens_and_logprobs_of_one_stage) {
+  // Tensor parallel 3 within each worker, a layer split between them (ranks 0-2 hold layers
+  // 0-14 on the first, ranks 3-5 layers 15-29 on the second): the stages' all-reduces sum as
+  // tensor parallel 3 does, so the answers are exactly its.
+  json greedy_tp, sampled_tp;
+  {
+    ServerProcess s(one_process_config(kTp));
+    greedy_tp = complete(s, false);
+    sampled_tp = complete(s, true);
+  }
+  const std::string hybrid = "tensor_parallel_degree = 3\npipeline_parallel_degree = 2";
+  WorkerProcess w1(with_degrees(worker_config(), hybrid)), w2(with_degrees(worker_config(), hybrid));
+  ServerProcess head(with_degrees(head_config({w1.port(), w2.port()}), hybrid));
+  BOOST_TEST(head.log().find("takes ranks [3, 4, 5]") != std::string::npos, head.log());
+  const json greedy = complete(head, false), sampled = complete(head, true);
+  BOOST_TEST(greedy == greedy_tp, "cluster " << greedy.dump() << "\none stage " << greedy_tp.dump());
+  BOOST_TEST(sampled == sampled_tp, "cluster " << sampled.dump() << "\none stage " << sampled_tp.dump());
+}
+
 BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_ca_and_a_plaintext_head) {
   const Tls w1_tls{cert_dir(), "w1"}, w2_tls{cert_dir(), "w2"}, head_tls{cert_dir(), "head"};
   WorkerProcess w1(worker_config(&w1_tls)), w2(worker_config(&w2_tls));
