@@ -188,7 +188,7 @@ std::vector<std::string> write_reports(const ScenarioOutcome& o, const Scenario&
         // Short labels: the chart's label margin is fixed (~15 characters).
         const std::string label = m.parallelism.kind == ParallelKind::tensor
                                       ? o.regimes[r] + " TP" + std::to_string(m.parallelism.degree)
-                                      : o.regimes[r] + " GPU" + std::to_string(m.gpu);
+                                      : o.regimes[r] + (m.parallelism.stage_tp > 1 ? " S" : " GPU") + std::to_string(m.gpu);
         bars.push_back({label, components(m), static_cast<std::uint64_t>(m.device_bytes)});
       }
     const std::string title = s.name.empty() ? "memory per GPU" : s.name + ": memory per GPU";

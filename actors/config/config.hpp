@@ -53,8 +53,8 @@ struct EngineConfig {
   // [1, 64]: a layer split (HF Accelerate's device_map, "pipeline" stages run one at a time):
   // each stage holds a contiguous run of layers, the first ones one more when they do not divide
   // evenly, and hands its hidden states to the next; each stage is tensor_parallel_degree ranks
-  // (cpu backend). The sim backend reads it as sim.parallelism = "layers" over as many GPUs,
-  // and does not model tensor-parallel stages (both degrees above 1 is an error there).
+  // (cpu backend; the sim backend models the same: with tensor parallel 1 it is
+  // sim.parallelism = "layers" over as many GPUs).
   std::int64_t pipeline_parallel_degree = 1;
   Batching batching = Batching::paged;
   std::int64_t seed = 0;                    // [0, 2^63)

@@ -188,17 +188,6 @@ std::string ranks_key(const Config& c) {
                                                  : "engine.tensor_parallel_degree x pipeline_parallel_degree";
 }
 
-// The simulator does not model a layer split of tensor-parallel stages (the cpu backend runs it).
-void check_degrees(const Config& c, const Sections& s, ErrorList& errors) {
-  if (degrees_valid(s) && s.engine.valid("backend") && c.engine.backend == Backend::sim &&
-      c.engine.pipeline_parallel_degree > 1 && c.engine.tensor_parallel_degree > 1)
-    add_cross_field_error(errors, {{s.engine, "pipeline_parallel_degree"}, {s.engine, "tensor_parallel_degree"}},
-                          "engine.pipeline_parallel_degree = " + std::to_string(c.engine.pipeline_parallel_degree) +
-                              " with engine.tensor_parallel_degree = " + std::to_string(c.engine.tensor_parallel_degree) +
-                              ": the sim backend does not model a layer split of tensor-parallel stages; set one of "
-                              "them to 1");
-}
-
 // sim.fault_rank names an existing rank, and only rank 0's answer is awaited: an "error" or a
 // "hang" elsewhere would go unnoticed.
 void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
@@ -316,7 +305,6 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
                           "engine.backend = \"sim\" requires model.preset (a simulator catalogue "
                           "entry, e.g. \"falcon-40b\"), which is empty");
   }
-  check_degrees(c, s, errors);
   check_sim_fault(c, s, errors);
   check_sim_nodes(c, s, errors);
   check_cluster(c, s, errors);

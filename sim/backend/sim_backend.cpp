@@ -38,11 +38,9 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
     throw std::invalid_argument("model.preset is empty: the sim backend needs a catalogue model; known: " + known);
   }
   b.model = cat.model(cfg.model.preset);
-  // engine.pipeline_parallel_degree = N (with tensor parallel 1: the config refuses a hybrid) is
-  // the layer split over N GPUs, as sim.parallelism = "layers" with tensor_parallel_degree = N.
-  if (cfg.engine.pipeline_parallel_degree > 1 && cfg.engine.tensor_parallel_degree > 1)
-    throw std::invalid_argument("engine.pipeline_parallel_degree > 1 with engine.tensor_parallel_degree > 1: the sim "
-                                "backend does not model a layer split of tensor-parallel stages");
+  // engine.pipeline_parallel_degree = N with tensor parallel 1 is the layer split over N GPUs,
+  // as sim.parallelism = "layers" with tensor_parallel_degree = N; with tensor parallel T, N
+  // stages of T GPUs each.
   const auto degree = static_cast<std::uint32_t>(cfg.engine.world_size());
   const std::string gpus_key = cfg.engine.pipeline_parallel_degree > 1 ? "engine.pipeline_parallel_degree"
                                                                       : "engine.tensor_parallel_degree";
@@ -85,6 +83,8 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
                            : ParallelKind::tensor;
   b.parallelism.degree = degree;
   b.parallelism.nodes = nodes;
+  if (cfg.engine.pipeline_parallel_degree > 1)
+    b.parallelism.stage_tp = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
 
   MemoryOptions mo;
   mo.gpu_memory_utilization = cfg.cache.gpu_memory_utilization;
@@ -132,8 +132,11 @@ std::string SimBackend::describe() const {
          fixed(instance->network_efficiency * 100, 0) + " % reached), " +
          fixed(instance->network_latency * 1e6, 0) + " us";
   if (instance) s += ")";
-  s += ", " + std::string(parallelism.kind == ParallelKind::tensor ? "tensor parallel" : "layer split") +
-       " over " + std::to_string(parallelism.degree) + " GPU" + (parallelism.degree > 1 ? "s" : "") +
+  const std::string split = parallelism.stage_tp > 1
+                                ? "layer split over " + std::to_string(parallelism.stages()) + " stages of tensor parallel " +
+                                      std::to_string(parallelism.stage_tp) + ","
+                                : (parallelism.kind == ParallelKind::tensor ? "tensor parallel" : "layer split");
+  s += ", " + split + " over " + std::to_string(parallelism.degree) + " GPU" + (parallelism.degree > 1 ? "s" : "") +
        (across ? " on " + std::to_string(parallelism.nodes) + " nodes" : "") + ". " +
        describe_memory(memory, model, hardware) + "; " + std::to_string(capacity.host_blocks) +
        " host blocks for swapping.";

@@ -54,20 +54,17 @@ std::string_view to_string(Op op) {
 
 CostModel::CostModel(const ModelPreset& m, const Hardware& hw, Parallelism p, std::uint32_t block_size, Network net)
     : model_(m), hw_(hw), par_(p), net_(net),
-      rank_(rank_shard(m, p.kind == ParallelKind::tensor ? p.degree : 1)) {
-  if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
+      rank_(rank_shard(m, p.tensor_degree())) {
+  check_parallelism(p, m.layers, m.name);
   if (p.nodes == 0 || p.degree % p.nodes != 0)
     throw std::invalid_argument(std::to_string(p.degree) + " GPUs do not spread equally over " + std::to_string(p.nodes) +
                                 " nodes");
   if (p.nodes > 1 && (net.bandwidth <= 0 || net.latency < 0))
     throw std::invalid_argument("a parallelism over " + std::to_string(p.nodes) +
                                 " nodes needs the network between them (bandwidth and latency)");
-  if (p.kind == ParallelKind::layers && p.degree > m.layers)
-    throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
-                                " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
-  const std::uint32_t layers_here = p.kind == ParallelKind::tensor ? m.layers : model::layers_of_stage(m, p.degree, 0);
+  const std::uint32_t layers_here = model::layers_of_stage(m, p.stages(), 0);
   block_bytes_ = double(model::kv_elements_per_token(m, rank_, layers_here)) * fp16_bytes * block_size;
-  const bool tp = p.kind == ParallelKind::tensor && p.degree > 1;
+  const bool tp = p.tensor_degree() > 1;
   // QKV, rotary + KV-cache write, attention output, MLP up, activation, MLP down, norms,
   // residual adds, all-reduces (attention kernels are counted per step: prefill and/or decode).
   kernels_per_layer_ = 1 + 1 + 1 + 1 + 1 + 1 + m.norms_per_layer + (m.parallel_attention ? 1 : 2) +
@@ -81,9 +78,12 @@ StepCost CostModel::step(const StepShape& s) const {
   const double bandwidth = hw_.bandwidth * hw_.memory_efficiency;  // bytes/s
   const double link = hw_.link_bandwidth * hw_.link_efficiency;    // bytes/s
   const bool across = par_.nodes > 1;
+  // A tensor-parallel group spans nodes when it has more GPUs than a node (stages of TP within
+  // nodes keep their all-reduces off the network).
+  const bool ring_across = across && par_.tensor_degree() > par_.degree / par_.nodes;
   // A ring step's pace: its slowest hop, the network when the ring spans nodes.
-  const double ring_bandwidth = across ? std::min(link, net_.bandwidth) : link;
-  const double ring_latency = across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
+  const double ring_bandwidth = ring_across ? std::min(link, net_.bandwidth) : link;
+  const double ring_latency = ring_across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
   // A kernel of `f` FLOPs at `rate` that moves `bytes`: the longer of its arithmetic and its
   // memory traffic when they overlap (a GPU's roofline), their sum when they do not (the cpu
   // backend).
@@ -104,9 +104,9 @@ StepCost CostModel::step(const StepShape& s) const {
     return kernel(many ? hw_.large_batch_flops : flops, f, bytes) + (hw_.gemm_weight_rate > 0 ? w / hw_.gemm_weight_rate : 0);
   };
 
-  const bool tp = par_.kind == ParallelKind::tensor && par_.degree > 1;
-  const double p = par_.degree;
-  const double L = model_.layers;  // tensor: every GPU runs every layer; split: one GPU at a time
+  const double p = par_.tensor_degree();  // GPUs every layer is split over
+  const bool tp = p > 1;
+  const double L = model_.layers;  // tensor: every GPU runs every layer; split: one stage at a time
   const double H = model_.hidden, d = model_.head_dim, F = rank_.ffn_columns;
   const double qh = rank_.q_heads, kvh = rank_.kv_heads;
   const double T = double(s.tokens);
@@ -162,13 +162,19 @@ StepCost CostModel::step(const StepShape& s) const {
         kernels += 1;
       }
     }
-    if (par_.kind == ParallelKind::layers && par_.degree > 1) {
-      // The hidden states cross each of the p - 1 device boundaries once: nodes - 1 of them
-      // between nodes.
-      const double n = par_.nodes;
-      at(Op::transfer) = (p - n) * (T * H * b / link + hw_.link_latency);
-      if (across) at(Op::transfer) += (n - 1) * (T * H * b / net_.bandwidth + net_.latency);
-      kernels += p - 1;
+    if (par_.stages() > 1) {
+      // The hidden states cross each of the stages - 1 boundaries once, from every tensor rank
+      // of a stage to its counterpart in the next: in parallel over the GPUs' links, or sharing
+      // the node's network where a boundary falls between nodes (stage s starts at GPU
+      // s * stage_tp; a node holds degree / nodes GPUs).
+      const std::uint32_t per_node = par_.degree / par_.nodes;
+      double network_crossings = 0;
+      for (std::uint32_t st = 1; st < par_.stages(); ++st) network_crossings += (st * par_.stage_tp) % per_node == 0;
+      const double local_crossings = double(par_.stages() - 1) - network_crossings;
+      at(Op::transfer) = local_crossings * (T * H * b / link + hw_.link_latency);
+      if (network_crossings > 0)
+        at(Op::transfer) += network_crossings * (p * T * H * b / net_.bandwidth + net_.latency);
+      kernels += par_.stages() - 1;
     }
   }
   if (s.swapped_blocks > 0 || s.copied_blocks > 0) {

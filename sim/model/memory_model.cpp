@@ -15,6 +15,21 @@ namespace actorlm::sim {
 
 std::string_view to_string(ParallelKind k) { return k == ParallelKind::tensor ? "tensor" : "layers"; }
 
+std::string label(const Parallelism& p) {
+  if (p.kind == ParallelKind::tensor) return "TP " + std::to_string(p.degree);
+  if (p.stage_tp > 1) return std::to_string(p.stages()) + " stages of TP " + std::to_string(p.stage_tp);
+  return "layer split over " + std::to_string(p.degree) + " GPUs";
+}
+
+void check_parallelism(const Parallelism& p, std::uint32_t layers, const std::string& model_name) {
+  if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
+  if (p.kind == ParallelKind::layers && (p.stage_tp == 0 || p.degree % p.stage_tp != 0))
+    throw std::invalid_argument(std::to_string(p.degree) + " GPUs do not make stages of " + std::to_string(p.stage_tp));
+  if (p.stages() > layers)
+    throw std::invalid_argument(model_name + " has " + std::to_string(layers) + " layers: it cannot be split over " +
+                                std::to_string(p.stages()) + (p.stage_tp > 1 ? " stages" : " GPUs"));
+}
+
 model::RankShard rank_shard(const ModelPreset& m, std::uint32_t tp) {
   try {
     return model::shard_for_rank(m, 0, tp);
@@ -42,13 +57,13 @@ struct GpuPlan {
   double weights = 0, activations = 0, kv_per_token = 0;
 };
 
+// One GPU of stage g (a tensor rank; the ranks of a stage are alike).
 GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const MemoryOptions& o) {
-  const bool tensor = p.kind == ParallelKind::tensor;
-  const model::RankShard r = rank_shard(m, tensor ? p.degree : 1);
+  const model::RankShard r = rank_shard(m, p.tensor_degree());
   GpuPlan out;
-  out.layers = tensor ? m.layers : model::layers_of_stage(m, p.degree, g);
-  const bool first = tensor || g == 0;
-  const bool last = tensor || g + 1 == p.degree;
+  out.layers = model::layers_of_stage(m, p.stages(), g);
+  const bool first = g == 0;
+  const bool last = g + 1 == p.stages();
   double elems = out.layers * double(model::layer_weight_elements(m, r));
   if (first) elems += double(r.vocab_rows) * m.hidden;  // embedding
   // LM head: its own matrix, or the tied embedding, which must also be where the head runs.
@@ -62,11 +77,6 @@ GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const Mem
   return out;
 }
 
-std::string label(Parallelism p) {
-  return (p.kind == ParallelKind::tensor ? "TP " : "layer split over ") + std::to_string(p.degree) +
-         (p.kind == ParallelKind::tensor ? "" : " GPUs");
-}
-
 std::string fixed(double v, int digits = 2) {
   char b[64];
   std::snprintf(b, sizeof b, "%.*f", digits, v);
@@ -78,12 +88,9 @@ std::string fixed(double v, int digits = 2) {
 std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset& m, const Hardware& hw,
                                                  const RuntimeOverheads& rt, Parallelism p,
                                                  const MemoryOptions& o) {
-  if (p.degree == 0) throw std::invalid_argument("parallel degree 0");
-  if (p.kind == ParallelKind::layers && p.degree > m.layers)
-    throw std::invalid_argument(m.name + " has " + std::to_string(m.layers) +
-                                " layers: it cannot be split over " + std::to_string(p.degree) + " GPUs");
+  check_parallelism(p, m.layers, m.name);
   if (o.block_size == 0) throw std::invalid_argument("block size 0");
-  const std::uint32_t gpus = p.kind == ParallelKind::tensor ? 1 : p.degree;  // distinct GPU plans
+  const std::uint32_t gpus = p.stages();  // distinct GPU plans: one per stage
   std::vector<MemoryBreakdown> all;
   std::uint32_t blocks = 0xffffffffu;  // what every GPU can hold: the block manager's count
   for (std::uint32_t g = 0; g < gpus; ++g) {
@@ -99,7 +106,7 @@ std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset& m, const Har
     b.cuda_context_bytes = hw.cuda_context_bytes;
     b.framework_bytes = rt.framework_bytes;
     // Only tensor parallelism runs collectives (a layer split copies activations between devices).
-    b.comm_bytes = p.kind == ParallelKind::tensor && p.degree > 1 ? rt.comm_buffer_bytes : 0;
+    b.comm_bytes = p.tensor_degree() > 1 ? rt.comm_buffer_bytes : 0;
     b.kv_bytes_per_token = plan.kv_per_token;
     b.block_size = o.block_size;
     b.block_bytes = plan.kv_per_token * o.block_size;
@@ -152,7 +159,11 @@ MemoryBreakdown plan_memory(const ModelPreset& m, const Hardware& hw, const Runt
 
 std::string describe_memory(const MemoryBreakdown& b, const ModelPreset& m, const Hardware& hw) {
   std::string s = label(b.parallelism) + ": ";
-  if (b.parallelism.kind == ParallelKind::layers)
+  const std::uint32_t t = b.parallelism.stage_tp;
+  if (b.parallelism.kind == ParallelKind::layers && t > 1)
+    s += "stage " + std::to_string(b.gpu) + " (GPUs " + std::to_string(b.gpu * t) + "-" + std::to_string(b.gpu * t + t - 1) +
+         ", " + std::to_string(b.layers) + " of " + std::to_string(m.layers) + " layers): ";
+  else if (b.parallelism.kind == ParallelKind::layers)
     s += "GPU " + std::to_string(b.gpu) + " (" + std::to_string(b.layers) + " of " +
          std::to_string(m.layers) + " layers): ";
   s += "weights " + fixed(b.weights_bytes / gb) + " GB of " + fixed(b.device_bytes / gb) + " GB (" +

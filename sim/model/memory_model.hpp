@@ -25,7 +25,22 @@ struct Parallelism {
   ParallelKind kind = ParallelKind::tensor;
   std::uint32_t degree = 1;  // GPUs, in all
   std::uint32_t nodes = 1;   // instances the GPUs are spread over, degree / nodes on each
+  // A layer split of tensor-parallel stages (engine.pipeline_parallel_degree with
+  // tensor_parallel_degree above 1): each stage is this many GPUs, tensor parallel among them,
+  // GPUs [s * stage_tp, (s + 1) * stage_tp) holding stage s. 1: each stage one GPU. Must divide
+  // degree; unused with kind tensor.
+  std::uint32_t stage_tp = 1;
+
+  // The tensor-parallel degree every layer runs at, and the stages one works after another.
+  std::uint32_t tensor_degree() const { return kind == ParallelKind::tensor ? degree : stage_tp; }
+  std::uint32_t stages() const { return kind == ParallelKind::tensor ? 1 : degree / stage_tp; }
 };
+
+// "TP 8", "layer split over 8 GPUs", "2 stages of TP 4".
+std::string label(const Parallelism&);
+// Throws std::invalid_argument for a degree of 0, a stage_tp that does not divide the degree,
+// and more stages than `layers`.
+void check_parallelism(const Parallelism&, std::uint32_t layers, const std::string& model_name);
 
 // What one tensor-parallel rank holds: model::shard_for_rank (model/arch/sharding.hpp), rank 0
 // (the ranks are alike in size), with the preset's name in front of a refusal.
@@ -43,7 +58,8 @@ struct MemoryOptions {
 // One GPU's memory. usable = weights + activations + cuda_context + framework + comm + kv + spare.
 struct MemoryBreakdown {
   Parallelism parallelism;
-  std::uint32_t gpu = 0;          // which GPU (tensor parallel: all alike, reported as 0)
+  std::uint32_t gpu = 0;          // which GPU (tensor parallel: all alike, reported as 0; stages
+                                  // of TP: the stage, its GPUs alike)
   std::uint32_t layers = 0;       // decoder layers whose weights and KV live here
   double device_bytes = 0;        // bytes: the whole device
   double usable_bytes = 0;        // bytes: device x gpu_memory_utilization

@@ -193,13 +193,9 @@ const std::vector<MalformedCase> cases = {
      "cluster.placement",
      "has 1 entries; it needs one per rank (engine.tensor_parallel_degree x pipeline_parallel_degree = 3)"},
 
-    // Parallelism: a layer split's stages; the simulator does not model tensor-parallel stages.
+    // Parallelism: a layer split's stages.
     {"pipeline_parallel_degree_zero", "[engine]\npipeline_parallel_degree = 0\n", 2, 28,
      "engine.pipeline_parallel_degree", "found 0"},
-    {"sim_layer_split_of_tensor_parallel_stages",
-     "[engine]\nbackend = \"sim\"\ntensor_parallel_degree = 2\npipeline_parallel_degree = 2\n[model]\npreset = \"falcon-40b\"\n",
-     4, 28, "engine.pipeline_parallel_degree",
-     "the sim backend does not model a layer split of tensor-parallel stages; set one of them to 1"},
     {"sim_nodes_zero", "[sim]\nnodes = 0\n", 2, 9, "sim.nodes", "found 0"},
     {"sim_nodes_not_dividing_the_gpus",
      "[engine]\ntensor_parallel_degree = 6\n[sim]\ninstance = \"g5.12xlarge\"\nnodes = 4\n", 5, 9, "sim.nodes",

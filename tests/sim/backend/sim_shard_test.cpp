@@ -313,6 +313,20 @@ BOOST_AUTO_TEST_CASE(a_pipeline_parallel_degree_is_the_layer_split_over_as_many_
   BOOST_TEST(b.shard_model->cost.step_seconds(decode) == a.shard_model->cost.step_seconds(decode));
 }
 
+BOOST_AUTO_TEST_CASE(both_degrees_make_stages_of_tensor_parallel_gpus) {
+  config::Config c = falcon_tp8();
+  c.engine.tensor_parallel_degree = 4;
+  c.engine.pipeline_parallel_degree = 2;
+  c.sim.instance = "g5.12xlarge";
+  c.sim.nodes = 2;
+  const auto b = sim::load_sim_backend(c);
+  BOOST_TEST(b.parallelism.stages() == 2u);
+  BOOST_TEST(b.parallelism.tensor_degree() == 4u);
+  BOOST_TEST(b.memory_per_gpu.size() == 2u);
+  BOOST_TEST(b.describe().find("layer split over 2 stages of tensor parallel 4, over 8 GPUs on 2 nodes") !=
+                 std::string::npos, b.describe());
+}
+
 BOOST_AUTO_TEST_CASE(the_backend_refuses_what_cannot_be_served_and_says_why) {
   auto error_of = [](const config::Config& c) -> std::string {
     try {

@@ -284,6 +284,34 @@ BOOST_AUTO_TEST_CASE(a_layer_split_over_two_nodes_crosses_the_network_at_one_sta
   BOOST_TEST(split[Op::all_reduce] == 0);
 }
 
+BOOST_AUTO_TEST_CASE(two_stages_of_tp_4_on_two_nodes_reduce_within_a_node_and_cross_the_network_once) {
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  const Network net = Network::of(cat().instance("g5.12xlarge"));
+  const StepShape s = decode_batch(8, 200);
+  const StepCost tp4 = CostModel(m, hw, {ParallelKind::tensor, 4}, 16).step(s);
+  Parallelism hybrid{ParallelKind::layers, 8, 2};
+  hybrid.stage_tp = 4;
+  BOOST_TEST(hybrid.stages() == 2u);
+  BOOST_TEST(hybrid.tensor_degree() == 4u);
+  BOOST_TEST(label(hybrid) == "2 stages of TP 4");
+  const StepCost split = CostModel(m, hw, hybrid, 16, net).step(s);
+  // Every layer runs at TP 4 as on one g5.12xlarge, its all-reduces on the node's own links...
+  for (Op op : {Op::qkv, Op::attention_decode, Op::ffn_up, Op::ffn_down, Op::elementwise, Op::all_reduce, Op::lm_head})
+    BOOST_TEST(split[op] == tp4[op], to_string(op));
+  // ...and the 4 tensor ranks of stage 0 each send the step's hidden states to their
+  // counterparts over the one network.
+  const double transfer = 4 * (8.0 * m.hidden * 2) / net.bandwidth + net.latency;
+  BOOST_TEST(split[Op::transfer] == transfer, tt::tolerance(1e-12));
+  BOOST_TEST(split[Op::launch] == tp4[Op::launch] + hw.kernel_launch, tt::tolerance(1e-12));
+  // On one node the boundary is a local link.
+  hybrid.nodes = 1;
+  const double local = 8.0 * m.hidden * 2 / (hw.link_bandwidth * hw.link_efficiency) + hw.link_latency;
+  BOOST_TEST(CostModel(m, hw, hybrid, 16).step(s)[Op::transfer] == local, tt::tolerance(1e-12));
+  hybrid.stage_tp = 3;  // 8 GPUs do not make stages of 3
+  BOOST_CHECK_THROW(CostModel(m, hw, hybrid, 16), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(a_parallelism_over_nodes_needs_a_network_and_as_many_gpus_on_each) {
   const ModelPreset& m = cat().model("falcon-40b");
   const Hardware& hw = cat().hardware("a10g");

@@ -159,6 +159,29 @@ BOOST_AUTO_TEST_CASE(every_gpu_of_a_layer_split_gets_the_same_blocks_and_its_own
   BOOST_TEST(tightest.spare_bytes < tightest.block_bytes);
 }
 
+BOOST_AUTO_TEST_CASE(a_stage_of_tp_4_holds_its_half_of_the_layers_at_tp_4_shares) {
+  MemoryOptions o = djl_options();
+  o.gpu_memory_utilization = 1.0;
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  Parallelism hybrid{ParallelKind::layers, 8};
+  hybrid.stage_tp = 4;
+  const auto stages = plan_memory_per_gpu(m, hw, cat().runtime(), hybrid, o);
+  BOOST_TEST_REQUIRE(stages.size() == 2u);  // one plan per stage: its 4 GPUs are alike
+  const auto tp4 = plan_memory_per_gpu(m, hw, cat().runtime(), {ParallelKind::tensor, 4}, o).front();
+  for (const MemoryBreakdown& b : stages) {
+    BOOST_TEST_MESSAGE(describe_memory(b, m, hw));
+    BOOST_TEST(b.layers == 30u);
+    BOOST_TEST(b.kv_bytes_per_token == tp4.kv_bytes_per_token / 2);  // TP 4's KV heads, half the layers
+    BOOST_TEST(b.comm_bytes == tp4.comm_bytes);                       // it all-reduces as TP 4 does
+    BOOST_TEST(b.weights_bytes < tp4.weights_bytes);
+  }
+  BOOST_TEST(describe_memory(stages[1], m, hw).find("2 stages of TP 4: stage 1 (GPUs 4-7, 30 of 60 layers)") == 0u,
+             describe_memory(stages[1], m, hw));
+  // Half the layers' weights on each GPU leaves room for more than twice TP 4's blocks.
+  BOOST_TEST(stages[0].num_blocks > 2 * tp4.num_blocks);
+}
+
 BOOST_AUTO_TEST_CASE(more_memory_utilization_never_gives_fewer_blocks) {
   std::uint32_t last = 0;
   for (double u = 0.90; u <= 1.0; u += 0.01) {
