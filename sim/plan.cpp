@@ -47,9 +47,13 @@ bool ran(const PlanOutcome& o) { return o.skipped.empty() && o.summary.failed ==
 }  // namespace
 
 std::string PlanPoint::label() const {
+  const auto stages = config.engine.pipeline_parallel_degree;
   std::string s = instances_label(instance, nodes) + " " +
-                  (config.sim.parallelism == config::SimParallelism::layers ? "layers " : "TP ") +
-                  std::to_string(degree) + " " + regime;
+                  (stages > 1 ? "TP " + std::to_string(config.engine.tensor_parallel_degree) + " x " +
+                                    std::to_string(stages) + " stages"
+                              : (config.sim.parallelism == config::SimParallelism::layers ? "layers " : "TP ") +
+                                    std::to_string(degree)) +
+                  " " + regime;
   if (config.engine.batching == config::Batching::dynamic)
     s += " batch " + std::to_string(config.scheduler.batch_size);
   else
@@ -100,13 +104,15 @@ std::vector<PlanPoint> plan_grid(const Scenario& s) {
     const std::uint32_t gpus = cat.instance(inst).gpus;
     for (std::uint32_t nodes : node_counts)
       for (std::uint32_t d : degrees) {
-        // A replica over more nodes than it needs, or over unequal ones, is not a configuration
-        // anyone would pick (the same GPUs, more network): not tried.
-        if (nodes > 1 && (d % nodes != 0 || d <= (nodes - 1) * gpus)) continue;
         for (const auto& regime : s.regimes) {
           if (!p.regimes.empty() && std::find(p.regimes.begin(), p.regimes.end(), regime.name) == p.regimes.end())
             continue;
-          PlanPoint base{inst, d, nodes, regime.name, regime.config};
+          // A regime's stages (engine.pipeline_parallel_degree) of d GPUs each.
+          const auto replica_gpus = d * static_cast<std::uint32_t>(regime.config.engine.pipeline_parallel_degree);
+          // A replica over more nodes than it needs, or over unequal ones, is not a configuration
+          // anyone would pick (the same GPUs, more network): not tried.
+          if (nodes > 1 && (replica_gpus % nodes != 0 || replica_gpus <= (nodes - 1) * gpus)) continue;
+          PlanPoint base{inst, replica_gpus, nodes, regime.name, regime.config};
           base.config.sim.instance = inst;
           base.config.sim.nodes = nodes;
           base.config.engine.tensor_parallel_degree = d;

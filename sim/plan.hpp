@@ -23,7 +23,7 @@ namespace actorlm::sim {
 
 struct PlanPoint {
   std::string instance;
-  std::uint32_t degree = 1;   // GPUs per replica
+  std::uint32_t degree = 1;   // GPUs per replica (a regime's stages x the tensor degree)
   std::uint32_t nodes = 1;    // instances it spans
   std::string regime;
   config::Config config;      // the regime's config with this point's settings

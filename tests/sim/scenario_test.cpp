@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(the_shipped_multinode_scenario_puts_eight_a10gs_in_one_inst
   const auto r = sim::load_scenario(dir + "/falcon40b_multinode.toml");
   BOOST_TEST_REQUIRE(r.ok(), (r.errors.empty() ? "" : r.errors[0].to_string()));
   const auto& g = r.scenario.regimes;
-  BOOST_TEST_REQUIRE(g.size() == 4u);
+  BOOST_TEST_REQUIRE(g.size() == 5u);
   BOOST_TEST(g[0].config.sim.instance == "g5.48xlarge");
   BOOST_TEST(g[0].config.sim.nodes == 1);
   for (std::size_t i : {1u, 2u}) {
@@ -103,7 +103,10 @@ BOOST_AUTO_TEST_CASE(the_shipped_multinode_scenario_puts_eight_a10gs_in_one_inst
     BOOST_TEST(g[i].config.engine.tensor_parallel_degree == 8);
   }
   BOOST_TEST((g[2].config.sim.parallelism == config::SimParallelism::layers));
+  BOOST_TEST(g[3].config.sim.nodes == 2);  // TP 4 x 2 stages, a stage on each
   BOOST_TEST(g[3].config.engine.tensor_parallel_degree == 4);
+  BOOST_TEST(g[3].config.engine.pipeline_parallel_degree == 2);
+  BOOST_TEST(g[4].config.engine.tensor_parallel_degree == 4);
   const auto plan = sim::load_scenario(dir + "/plan_falcon40b.toml");
   BOOST_TEST_REQUIRE(plan.ok());
   BOOST_TEST((plan.scenario.plan->nodes == std::vector<std::uint32_t>{1, 2}));
