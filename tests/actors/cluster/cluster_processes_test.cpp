@@ -328,6 +328,31 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_mid_stream_fails_its_requests_within_two_se
   BOOST_TEST(head.log().find("serving again") != std::string::npos, head.log());
 }
 
+BOOST_AUTO_TEST_CASE(a_layer_splits_first_stage_killed_mid_stream_fails_the_requests_and_frees_the_waiting_stages) {
+  // Rank 0 (the first of 3 stages) on w1, ranks 1-2 on w2: with w1 gone, w2's stages may be
+  // waiting for hidden states that never come. The requests still end within 2 s naming w1, w2
+  // lets its ranks go, and a restarted w1 serves the same answer again.
+  const std::string split = "pipeline_parallel_degree = 3";
+  auto w1 = std::make_unique<WorkerProcess>(with_degrees(worker_config(), split));
+  WorkerProcess w2(with_degrees(worker_config(), split));
+  const int w1_port = w1->port();
+  const std::string w1_address = w1->address();
+  ServerProcess head(with_degrees(head_config({w1_port, w2.port()}), split));
+  const json before = complete(head, false);
+  Stream streamed;
+  json body;
+  const double seconds = fault_mid_stream(head, *w1, SIGKILL, streamed, body);
+  BOOST_TEST_MESSAGE("SIGKILL of the first stage's worker to the last request's end: " << seconds << " s");
+  BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
+  check_error_names(streamed, body, "on worker " + w1_address, head.log());
+  BOOST_TEST(w2.log_reaches("stopping its 2 shard(s) and waiting for a head", std::chrono::seconds(10)), w2.log());
+  w1.reset();
+  WorkerProcess w1_again(with_degrees(worker_config(), split), w1_port);
+  BOOST_TEST(ready_reaches(head, 200, std::chrono::seconds(30)), head.log());
+  const json after = complete(head, false);
+  BOOST_TEST(after == before, after.dump() << " vs " << before.dump());
+}
+
 BOOST_AUTO_TEST_CASE(a_worker_stopped_mid_stream_is_caught_by_the_heartbeat_and_its_requests_end_with_an_error) {
   WorkerProcess w1(worker_config()), w2(worker_config());
   ServerProcess head(head_config({w1.port(), w2.port()}));
