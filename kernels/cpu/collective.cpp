@@ -135,12 +135,7 @@ std::string CollectiveRendezvous::missing_ranks() {
 
 Collective::Collective(int rank, int size, std::chrono::milliseconds timeout,
                        std::shared_ptr<gloo::Context> context)
-    : rank_(rank),
-      size_(size),
-      timeout_(timeout),
-      context_(std::move(context)),
-      sent_(static_cast<std::size_t>(size)),
-      received_(static_cast<std::size_t>(size)) {}
+    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {}
 
 Collective::~Collective() = default;
 
@@ -231,12 +226,12 @@ namespace {
 
 // Slots of point-to-point messages, apart from Gloo's collectives' (gloo/types.h uses prefixes
 // 0x01-0x08): one prefix per direction, so that a rank's messages to a peer and the peer's to
-// it never share a slot; the tag counts the messages that way.
+// it never share a slot; the caller's tag tells one message from the next.
 constexpr uint8_t kUpwardSlotPrefix = 0x70;    // to a higher rank
 constexpr uint8_t kDownwardSlotPrefix = 0x71;  // to a lower rank
 
-uint64_t p2p_slot(int from, int to, uint32_t count) {
-  return gloo::Slot::build(from < to ? kUpwardSlotPrefix : kDownwardSlotPrefix, count);
+uint64_t p2p_slot(int from, int to, uint32_t tag) {
+  return gloo::Slot::build(from < to ? kUpwardSlotPrefix : kDownwardSlotPrefix, tag);
 }
 
 }  // namespace
@@ -247,25 +242,23 @@ void Collective::check_peer(int peer, const char* what) const {
                                 " is not another rank of the group");
 }
 
-void Collective::send(std::span<const float> data, int dst) {
+void Collective::send(std::span<const float> data, int dst, uint32_t tag) {
   check_peer(dst, "send");
-  const uint32_t count = sent_[static_cast<std::size_t>(dst)]++;
   if (data.empty()) return;
   run("send", data.size(), [&] {
     // Gloo's buffers take a non-const pointer for both directions; a send only reads it.
     auto buf = context_->createUnboundBuffer(const_cast<float*>(data.data()), data.size_bytes());
-    buf->send(dst, p2p_slot(rank_, dst, count));
+    buf->send(dst, p2p_slot(rank_, dst, tag));
     if (!buf->waitSend(timeout_)) throw std::runtime_error("send aborted");
   });
 }
 
-void Collective::recv(std::span<float> data, int src) {
+void Collective::recv(std::span<float> data, int src, uint32_t tag) {
   check_peer(src, "recv");
-  const uint32_t count = received_[static_cast<std::size_t>(src)]++;
   if (data.empty()) return;
   run("recv", data.size(), [&] {
     auto buf = context_->createUnboundBuffer(data.data(), data.size_bytes());
-    buf->recv(src, p2p_slot(src, rank_, count));
+    buf->recv(src, p2p_slot(src, rank_, tag));
     if (!buf->waitRecv(timeout_)) throw std::runtime_error("receive aborted");
   });
 }

@@ -82,11 +82,14 @@ class Collective {
   void broadcast(std::span<float> data, int root);
   void broadcast(std::span<int32_t> data, int root);
   // Point to point (a layer split's hidden states, stage to stage): `dst` receives with
-  // recv(…, this rank) a buffer of the same length. Messages between two ranks in one direction
-  // arrive in the order sent, whatever other operations the group runs in between. send returns
-  // once `data` may be reused; recv once `data` holds the message.
-  void send(std::span<const float> data, int dst);
-  void recv(std::span<float> data, int src);
+  // recv(…, this rank, tag) a buffer of the same length. A receive takes the message of its own
+  // tag only (use each tag once per pair and direction, e.g. the step's id), so a rank that
+  // missed a step cannot take a later step's data for it. send returns once `data` may be reused
+  // (the peer received it); recv once `data` holds the message. Other operations may run in
+  // between. As for every operation, a timeout closes the connection to that peer (Gloo's): the
+  // group is unusable after it.
+  void send(std::span<const float> data, int dst, uint32_t tag);
+  void recv(std::span<float> data, int src, uint32_t tag);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -107,8 +110,6 @@ class Collective {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;  // null for size 1
   uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
-  // Point to point: messages sent to / received from each rank so far (the slot of the next).
-  std::vector<uint32_t> sent_, received_;  // [size]
 };
 
 }  // namespace actorlm::kernels::cpu

@@ -224,8 +224,16 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
     if (auto c = groups[i].chain) {
       // Tensor rank k of a stage hands the stage's output (whole on every rank after the
       // all-reduce) to tensor rank k of the next.
-      if (!w->first_stage()) link.receive = [c, from = r - tp](std::span<float> x) { c->recv(x, from); };
-      if (!w->last_stage()) link.send = [c, to = r + tp](std::span<const float> x) { c->send(x, to); };
+      // The step's id, modulo 2^32, tags its hand-over: a stage that missed a step (it failed
+      // on one rank only, or timed out) cannot take the next step's hidden states for it.
+      if (!w->first_stage())
+        link.receive = [c, from = r - tp](std::span<float> x, std::uint64_t step) {
+          c->recv(x, from, static_cast<std::uint32_t>(step));
+        };
+      if (!w->last_stage())
+        link.send = [c, to = r + tp](std::span<const float> x, std::uint64_t step) {
+          c->send(x, to, static_cast<std::uint32_t>(step));
+        };
     }
     shards.push_back(std::make_unique<CpuShard>(
         std::move(w), CpuShardOptions{block_size, b.capacity.device_blocks, b.capacity.host_blocks, b.threads_per_rank, b.kv_dtype},

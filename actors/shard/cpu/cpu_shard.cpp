@@ -77,7 +77,7 @@ StepResult CpuShard::execute(const Step& step) {
                         std::span<const std::uint32_t>(s.block_table.data(), s.block_table.size()),
                         w.num_samples > 0});
     }
-    transformer_.forward(batch_, cache_, weights_->samples(), logits_);
+    transformer_.forward(batch_, cache_, weights_->samples(), logits_, step.id);
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cpu shard: ") + e.what());
   }

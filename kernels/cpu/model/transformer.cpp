@@ -63,7 +63,7 @@ void Transformer::add_rows(float* y, const float* x) {
 }
 
 void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
-                          std::vector<float>& logits) {
+                          std::vector<float>& logits, std::uint64_t step) {
   const model::Architecture& s = w_.spec;
   const std::int64_t h = s.hidden;
   const auto vocab = static_cast<std::int32_t>(s.vocab);
@@ -85,7 +85,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
       if (w_.first_stage())
         w_.embed.dequantize_row(t, std::span<float>(x_.data() + row * h, static_cast<std::size_t>(h)));
     }
-  if (!w_.first_stage()) link_.receive(x_);  // the previous stage's output rows
+  if (!w_.first_stage()) link_.receive(x_, step);  // the previous stage's output rows
 
   normed_.resize(x_.size());
   normed2_.resize(x_.size());
@@ -115,7 +115,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     }
   }
   if (!w_.last_stage()) {
-    link_.send(x_);
+    link_.send(x_, step);
     return;
   }
   if (!compute_logits) return;

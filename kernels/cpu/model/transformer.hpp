@@ -28,10 +28,11 @@ struct ForwardSeq {
 using AllReduce = std::function<void(std::span<float>)>;
 
 // A layer split's hand-over, [tokens, hidden] floats: from the previous stage (every stage but
-// the first) and to the next (every stage but the last).
+// the first) and to the next (every stage but the last), each marked with the step's tag (its
+// id): a stage takes only its own step's hidden states.
 struct StageLink {
-  std::function<void(std::span<float>)> receive;
-  std::function<void(std::span<const float>)> send;
+  std::function<void(std::span<float>, std::uint64_t step)> receive;
+  std::function<void(std::span<const float>, std::uint64_t step)> send;
 };
 
 class Transformer {
@@ -48,8 +49,9 @@ class Transformer {
   // one with all_logits, in batch order.
   // Throws std::out_of_range for a token id outside the vocabulary or a table that does not
   // cover a sequence.
+  // `step` tags the layer split's hand-over (the step's id; unused with one stage).
   void forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
-               std::vector<float>& logits);
+               std::vector<float>& logits, std::uint64_t step = 0);
 
   const ModelWeights& weights() const { return w_; }
   // The forward's threads, for work on its results (sampling the logits' rows).
