@@ -259,8 +259,11 @@ std::string plan_csv(const PlanResult& r) {
     const auto& c = o.point.config;
     const bool fits = o.skipped.empty();
     out += o.point.instance + "," + std::to_string(o.point.nodes) + "," +
-           std::string(config::to_string(c.sim.parallelism)) + "," +
-           std::to_string(o.point.degree) + "," + o.point.regime + "," +
+           (c.engine.pipeline_parallel_degree > 1
+                ? "stages" + std::to_string(c.engine.pipeline_parallel_degree) + "-of-tp" +
+                      std::to_string(c.engine.tensor_parallel_degree)
+                : std::string(config::to_string(c.sim.parallelism))) +
+           "," + std::to_string(o.point.degree) + "," + o.point.regime + "," +
            std::to_string(c.scheduler.batch_size) + "," + std::to_string(c.scheduler.max_num_seqs) + "," +
            std::to_string(c.scheduler.max_num_batched_tokens) + "," + (fits ? "1" : "0") + ",";
     if (fits)

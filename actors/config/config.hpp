@@ -115,12 +115,13 @@ struct SimConfig {
   std::int64_t seed = 0;           // [0, 2^63)
   // How engine.tensor_parallel_degree GPUs share the model: "tensor" (Megatron-style tensor
   // parallelism, all GPUs work on every layer) or "layers" (HF Accelerate's device_map: each
-  // GPU holds a contiguous slice of layers and only one GPU works at a time).
+  // GPU holds a contiguous slice of layers and only one GPU works at a time). Not read when
+  // engine.pipeline_parallel_degree is above 1: that key sets the split itself.
   SimParallelism parallelism = SimParallelism::tensor;
-  // Instances (of sim.instance) the engine.tensor_parallel_degree GPUs are spread over, equally:
-  // above 1, tensor-parallel all-reduces and the layer split's activations cross the instances'
-  // network (the catalogue's network_gbps and network_latency_us for that instance).
-  std::int64_t nodes = 1;          // [1, 64]; divides engine.tensor_parallel_degree
+  // Instances (of sim.instance) the engine.world_size() GPUs are spread over, equally, in rank
+  // order: above 1, tensor-parallel all-reduces and the layer split's activations that cross
+  // between instances use their network (the catalogue's network_gbps and network_latency_us).
+  std::int64_t nodes = 1;          // [1, 64]; divides engine.world_size()
   std::string hardware_catalogue;  // TOML file replacing the built-in hardware catalogue
   std::string model_catalogue;     // TOML file replacing the built-in model catalogue
   // A fault injected by the sim shard of rank fault_rank at the step whose id is fault_step, for

@@ -6,8 +6,8 @@
 // Reads model.preset, model.max_model_len, sim.hardware / sim.instance (an instance decides
 // the GPU type and caps the parallel degree per node), sim.nodes (instances the GPUs span, with
 // the instance's network between them), sim.parallelism, sim.seed,
-// engine.tensor_parallel_degree (the number of GPUs, whatever the parallelism) or
-// engine.pipeline_parallel_degree (a layer split over that many GPUs), cache.*,
+// engine.tensor_parallel_degree (the number of GPUs, whatever sim.parallelism) and
+// engine.pipeline_parallel_degree (above 1: that many stages of tensor_parallel_degree GPUs), cache.*,
 // scheduler.max_num_batched_tokens and scheduler.max_num_seqs.
 //
 // Not modelled here: the scheduler's preemption cost estimates (SchedulerOptions'

@@ -78,9 +78,10 @@ StepCost CostModel::step(const StepShape& s) const {
   const double bandwidth = hw_.bandwidth * hw_.memory_efficiency;  // bytes/s
   const double link = hw_.link_bandwidth * hw_.link_efficiency;    // bytes/s
   const bool across = par_.nodes > 1;
-  // A tensor-parallel group spans nodes when it has more GPUs than a node (stages of TP within
-  // nodes keep their all-reduces off the network).
-  const bool ring_across = across && par_.tensor_degree() > par_.degree / par_.nodes;
+  // A tensor-parallel group spans nodes unless its GPUs fit whole in a node's (stages of TP
+  // within nodes keep their all-reduces off the network; a stage straddling two nodes does not).
+  const std::uint32_t per_node = par_.degree / par_.nodes;
+  const bool ring_across = across && per_node % par_.tensor_degree() != 0;
   // A ring step's pace: its slowest hop, the network when the ring spans nodes.
   const double ring_bandwidth = ring_across ? std::min(link, net_.bandwidth) : link;
   const double ring_latency = ring_across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
@@ -164,16 +165,21 @@ StepCost CostModel::step(const StepShape& s) const {
     }
     if (par_.stages() > 1) {
       // The hidden states cross each of the stages - 1 boundaries once, from every tensor rank
-      // of a stage to its counterpart in the next: in parallel over the GPUs' links, or sharing
-      // the node's network where a boundary falls between nodes (stage s starts at GPU
-      // s * stage_tp; a node holds degree / nodes GPUs).
-      const std::uint32_t per_node = par_.degree / par_.nodes;
-      double network_crossings = 0;
-      for (std::uint32_t st = 1; st < par_.stages(); ++st) network_crossings += (st * par_.stage_tp) % per_node == 0;
-      const double local_crossings = double(par_.stages() - 1) - network_crossings;
-      at(Op::transfer) = local_crossings * (T * H * b / link + hw_.link_latency);
-      if (network_crossings > 0)
-        at(Op::transfer) += network_crossings * (p * T * H * b / net_.bandwidth + net_.latency);
+      // of a stage to its counterpart in the next (GPU g to g + stage_tp; a node holds GPUs
+      // [i * per_node, (i + 1) * per_node)). The copies between GPUs of one node go in parallel
+      // over their links; those between nodes share the network, and set the boundary's time
+      // when there are any.
+      const std::uint32_t t = par_.stage_tp;
+      const double bytes = T * H * b;
+      for (std::uint32_t st = 1; st < par_.stages(); ++st) {
+        double over_network = 0;
+        for (std::uint32_t k = 0; k < t; ++k) {
+          const std::uint32_t from = (st - 1) * t + k, to = st * t + k;
+          over_network += from / per_node != to / per_node;
+        }
+        at(Op::transfer) += over_network > 0 ? over_network * bytes / net_.bandwidth + net_.latency
+                                             : bytes / link + hw_.link_latency;
+      }
       kernels += par_.stages() - 1;
     }
   }

@@ -114,8 +114,8 @@ std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset& m, const Har
     const double left = b.usable_bytes - fixed_bytes;
     if (left < 0 && o.num_gpu_blocks_override == 0) {
       throw std::invalid_argument(
-          label(p) + ": " + m.name + " needs " + fixed(fixed_bytes / gb) + " GB on GPU " +
-          std::to_string(g) + " (weights " + fixed(b.weights_bytes / gb) + " GB, activations " +
+          label(p) + ": " + m.name + " needs " + fixed(fixed_bytes / gb) + " GB on " +
+          (p.stage_tp > 1 ? "each GPU of stage " : "GPU ") + std::to_string(g) + " (weights " + fixed(b.weights_bytes / gb) + " GB, activations " +
           fixed(b.activation_bytes / gb) + " GB for " + std::to_string(o.max_num_batched_tokens) +
           " batched tokens, CUDA context, framework and buffers " + fixed(b.overhead_bytes() / gb) +
           " GB), but " + hw.name + "'s " + fixed(hw.memory_bytes / gb) + " GB x " +

@@ -57,7 +57,11 @@ std::shared_ptr<kernels::cpu::CollectiveRendezvous> rendezvous(int size, const s
 
 // Every hosted rank joins its groups on a thread of its own, at once (each join waits for all
 // the group's ranks, in this process and, with hosting.store, in the others).
-std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosting& hosting) {
+// `chain_timeout`: a stage's receive waits for every stage before it to finish the step, so it
+// gets the step's own deadline (engine.step_timeout_s) and a margin; the reduce groups' ranks
+// move together and keep the join's 60 s.
+std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosting& hosting,
+                                    std::chrono::milliseconds chain_timeout) {
   std::vector<RankGroups> out(hosting.ranks.size());
   const int world = tp * stages;
   if (world == 1) return out;
@@ -68,12 +72,13 @@ std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosti
   std::vector<std::thread> threads;
   std::mutex m;
   std::string error;
-  constexpr auto timeout = std::chrono::seconds(60);
+  constexpr std::chrono::milliseconds timeout = std::chrono::seconds(60);
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i)
     threads.emplace_back([&, i] {
       try {
         const int r = static_cast<int>(hosting.ranks[i]);
-        std::shared_ptr<kernels::cpu::Collective> all = kernels::cpu::Collective::join(world_rv, r, timeout);
+        std::shared_ptr<kernels::cpu::Collective> all =
+            kernels::cpu::Collective::join(world_rv, r, stages == 1 ? timeout : std::max(timeout, chain_timeout));
         if (stages == 1) out[i].reduce = all;
         else out[i].chain = all;
         if (!stage_rv.empty()) out[i].reduce = kernels::cpu::Collective::join(stage_rv[std::size_t(r / tp)], r % tp, timeout);
@@ -211,7 +216,9 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
                  b.capacity.device_blocks, block_size);
     return b;
   }
-  const auto groups = join_groups(tp, static_cast<int>(stages), hosting);
+  const auto groups = join_groups(tp, static_cast<int>(stages), hosting,
+                                  std::chrono::milliseconds(static_cast<std::int64_t>(cfg.engine.step_timeout_s * 1000)) +
+                                      std::chrono::seconds(10));
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     const auto stage = static_cast<std::uint32_t>(r / tp);

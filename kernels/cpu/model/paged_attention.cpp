@@ -17,8 +17,6 @@
 
 namespace actorlm::kernels::cpu {
 
-namespace {
-
 void check_covered(const KvPlaneView& plane, std::span<const std::uint32_t> table, std::uint32_t end) {
   if (end == 0) return;
   const std::size_t blocks = (end - 1) / plane.block_size + 1;
@@ -30,8 +28,6 @@ void check_covered(const KvPlaneView& plane, std::span<const std::uint32_t> tabl
       throw std::out_of_range("paged attention: block " + std::to_string(table[i]) +
                               " outside a cache of " + std::to_string(plane.num_blocks));
 }
-
-}  // namespace
 
 const char* to_string(KvDtype d) { return d == KvDtype::f16 ? "f16" : "f32"; }
 

@@ -38,6 +38,9 @@ struct KvPlaneView {
   }
 };
 
+// Throws std::out_of_range unless `table` covers positions [0, end) with blocks of the plane.
+void check_covered(const KvPlaneView& plane, std::span<const std::uint32_t> table, std::uint32_t end);
+
 // Writes rows k, v ([n, kv_heads * head_dim] with a row stride) at positions first .. first+n-1,
 // converted to the planes' dtype.
 // Throws std::out_of_range when the table does not cover them or names a block out of range.

@@ -85,6 +85,11 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
       if (w_.first_stage())
         w_.embed.dequantize_row(t, std::span<float>(x_.data() + row * h, static_cast<std::size_t>(h)));
     }
+  // Everything that can refuse the batch is checked before the hand-over, on every stage alike:
+  // a stage that threw later would leave the next waiting for hidden states that never come.
+  if (w_.stages > 1)
+    for (const auto& q : seqs)
+      check_covered(cache.k(0), q.block_table, q.first_position + static_cast<std::uint32_t>(q.tokens.size()));
   if (!w_.first_stage()) link_.receive(x_, step);  // the previous stage's output rows
 
   normed_.resize(x_.size());

@@ -132,7 +132,9 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
   const std::int64_t h = s.hidden, hd = s.head_dim, v = s.vocab, f = s.ffn;
   const Shape vec{h};
 
-  if (w.first_stage() || (w.last_stage() && s.tied_embeddings)) w.embed = matrix(n.embed, v, h);
+  // The embedding: looked up by the first stage's ranks, and the tied output projection of the
+  // one rank that computes logits.
+  if (w.first_stage() || (w.last_stage() && s.tied_embeddings && rank == 0)) w.embed = matrix(n.embed, v, h);
   if (w.last_stage()) {
     w.out_norm = src.read_f32(n.out_norm, vec);
     if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);

@@ -312,6 +312,23 @@ BOOST_AUTO_TEST_CASE(two_stages_of_tp_4_on_two_nodes_reduce_within_a_node_and_cr
   BOOST_CHECK_THROW(CostModel(m, hw, hybrid, 16), std::invalid_argument);
 }
 
+BOOST_AUTO_TEST_CASE(a_stage_straddling_two_nodes_reduces_over_the_network_and_its_crossing_ranks_hand_over_there) {
+  // TP 2 x 3 stages on 2 nodes of 3 GPUs: stage 1 holds GPU 2 (node 0) and GPU 3 (node 1).
+  const ModelPreset& m = cat().model("falcon-40b");
+  const Hardware& hw = cat().hardware("a10g");
+  const Network net{5e8, 30e-6};
+  const StepShape s = decode_batch(4, 300);
+  Parallelism straddling{ParallelKind::layers, 6, 2};
+  straddling.stage_tp = 2;
+  const StepCost c = CostModel(m, hw, straddling, 16, net).step(s);
+  const StepCost local = CostModel(m, hw, {ParallelKind::tensor, 2}, 16).step(s);
+  BOOST_TEST(c[Op::all_reduce] > local[Op::all_reduce]);  // the straddling stage's ring crosses the network
+  // Each boundary has one rank pair on different nodes: GPU 1 -> 3 at the first (0 -> 2 stays
+  // on node 0), GPU 2 -> 4 at the second (3 -> 5 stays on node 1).
+  const double bytes = 4.0 * m.hidden * 2;
+  BOOST_TEST(c[Op::transfer] == 2 * (bytes / net.bandwidth + net.latency), tt::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(a_parallelism_over_nodes_needs_a_network_and_as_many_gpus_on_each) {
   const ModelPreset& m = cat().model("falcon-40b");
   const Hardware& hw = cat().hardware("a10g");

@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(each_stage_of_a_two_stage_split_holds_twice_the_blocks_in_t
 }
 
 BOOST_DATA_TEST_CASE(two_stages_of_tensor_parallel_two_give_the_tokens_of_tensor_parallel_two,
-                     boost::unit_test::data::make({"llama.gguf", "falcon-40b-style.gguf"}), model) {
+                     boost::unit_test::data::make({"llama.gguf", "llama-tied.gguf", "falcon-40b-style.gguf"}), model) {
   // Ranks 0-1 hold layer 0, ranks 2-3 layer 1; each stage all-reduces within itself. The sums
   // are those of tensor parallel 2 in one stage, so the tokens are exactly its.
   auto cfg = base_config(model);

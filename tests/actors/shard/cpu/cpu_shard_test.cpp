@@ -1,16 +1,21 @@
 // CpuShard without actors: a Step's sampled tokens carry log-probabilities consistent with the
 // forward's logits, copy-on-write copies carry KV between blocks, and steps the shard cannot
-// run are refused with std::invalid_argument (the actor's error reply).
+// run are refused with std::invalid_argument (the actor's error reply), by every stage of a
+// layer split at once, before any of them waits for the hand-over.
 #define BOOST_TEST_MODULE cpu_shard
 #include <boost/test/unit_test.hpp>
 
+#include "actors/shard/cpu/cpu_backend.hpp"
 #include "actors/shard/cpu/cpu_shard.hpp"
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <thread>
 
 using namespace actorlm;
 
@@ -318,4 +323,54 @@ BOOST_FIXTURE_TEST_CASE(rows_sampled_on_the_pool_equal_each_row_sampled_alone, F
   BOOST_CHECK_EXCEPTION(refused.execute(bad), std::invalid_argument, [](const std::invalid_argument& e) {
     return std::string(e.what()).find("top_p") != std::string::npos;
   });
+}
+
+BOOST_FIXTURE_TEST_CASE(a_step_one_stage_cannot_run_is_refused_by_every_stage_before_the_hand_over, Fixture) {
+  config::Config cfg;
+  cfg.engine.backend = config::Backend::cpu;
+  cfg.engine.pipeline_parallel_degree = 2;
+  cfg.model.path = std::string(ACTORLM_MODEL_FIXTURES) + "/llama.gguf";
+  cfg.model.max_model_len = 64;
+  cfg.cache.block_size = 4;
+  cfg.cache.num_gpu_blocks_override = 32;
+  cfg.cache.swap_space = 0.001;
+  std::vector<std::unique_ptr<shard::CpuShard>> stages;
+  shard::load_cpu_shards(cfg, stages);
+  BOOST_TEST_REQUIRE(stages.size() == 2u);
+  // Runs `step` on both stages at once, as their actors would; what each threw.
+  const auto run = [&](const shard::Step& step, std::vector<shard::StepResult>& results) {
+    std::vector<std::exception_ptr> errors(2);
+    results.assign(2, {});
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < 2; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          results[i] = stages[i]->execute(step);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    return errors;
+  };
+  // A block id outside the 32-block cache: only the cache can tell (the sequence state takes it).
+  shard::Step bad = step_of(1);
+  prefill(bad, 1, {5, 9, 200, 17, 3, 88}, {6, 99});
+  std::vector<shard::StepResult> results;
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = run(bad, results);
+  // Both refuse at once: neither waits out the hand-over's timeout (70 s here).
+  BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(10)));
+  for (const auto& e : errors) BOOST_CHECK_THROW(std::rethrow_exception(e), std::invalid_argument);
+  // The group is intact: the next step runs on both and the last stage answers as one rank does.
+  shard::Step good = step_of(2);
+  prefill(good, 2, {5, 9, 200, 17, 3, 88}, {6, 2});
+  const auto ok = run(good, results);
+  BOOST_TEST(!ok[0]);
+  BOOST_TEST(!ok[1]);
+  auto one = make();
+  const auto expected = one.execute(good);
+  BOOST_TEST(results[0].tokens.empty());  // the first stage samples nothing
+  BOOST_TEST_REQUIRE(results[1].tokens.size() == 1u);
+  BOOST_TEST(results[1].tokens[0].token == expected.tokens.at(0).token);
 }
