@@ -64,6 +64,13 @@ struct EngineConfig {
 
   // The shard ranks the engine runs: stages in order, each its tensor-parallel ranks.
   std::int64_t world_size() const { return tensor_parallel_degree * pipeline_parallel_degree; }
+  // Where world_size() comes from, for messages: "engine.tensor_parallel_degree",
+  // "engine.pipeline_parallel_degree" or "engine.tensor_parallel_degree x pipeline_parallel_degree".
+  std::string world_size_keys() const {
+    if (pipeline_parallel_degree == 1) return "engine.tensor_parallel_degree";
+    if (tensor_parallel_degree == 1) return "engine.pipeline_parallel_degree";
+    return "engine.tensor_parallel_degree x pipeline_parallel_degree";
+  }
 };
 
 // [cache]: the paged KV cache owned by the block-manager actor.

@@ -181,13 +181,6 @@ bool degrees_valid(const Sections& s) {
   return s.engine.valid("tensor_parallel_degree") && s.engine.valid("pipeline_parallel_degree");
 }
 
-// Where the number of shard ranks comes from: "engine.tensor_parallel_degree", or with a layer
-// split "engine.tensor_parallel_degree x pipeline_parallel_degree".
-std::string ranks_key(const Config& c) {
-  return c.engine.pipeline_parallel_degree == 1 ? "engine.tensor_parallel_degree"
-                                                 : "engine.tensor_parallel_degree x pipeline_parallel_degree";
-}
-
 // sim.fault_rank names an existing rank, and only rank 0's answer is awaited: an "error" or a
 // "hang" elsewhere would go unnoticed.
 void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
@@ -195,7 +188,7 @@ void check_sim_fault(const Config& c, const Sections& s, ErrorList& errors) {
   const std::string rank = std::to_string(c.sim.fault_rank);
   if (degrees_valid(s) && c.sim.fault_rank >= c.engine.world_size())
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.fault_rank (" + rank + ") must be below " + ranks_key(c) + " (" +
+                          "sim.fault_rank (" + rank + ") must be below " + c.engine.world_size_keys() + " (" +
                               std::to_string(c.engine.world_size()) + ")");
   else if (c.sim.fault_rank != 0 && c.sim.fault != SimFault::exit)
     add_cross_field_error(errors, {{s.sim, "fault_rank"}, {s.sim, "fault"}},
@@ -210,7 +203,7 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
   const std::string n = std::to_string(c.sim.nodes);
   if (degrees_valid(s) && c.engine.world_size() % c.sim.nodes != 0)
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.engine, "tensor_parallel_degree"}},
-                          "sim.nodes (" + n + ") must divide " + ranks_key(c) + " (" + std::to_string(c.engine.world_size()) +
+                          "sim.nodes (" + n + ") must divide " + c.engine.world_size_keys() + " (" + std::to_string(c.engine.world_size()) +
                               "): every node holds as many GPUs");
   else if (s.sim.valid("instance") && c.sim.instance.empty())
     add_cross_field_error(errors, {{s.sim, "nodes"}, {s.sim, "instance"}},
@@ -231,7 +224,7 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
     else if (std::int64_t(k.placement.size()) != tp)
       add_cross_field_error(errors, {{s.cluster, "placement"}, {s.engine, "tensor_parallel_degree"}},
                             "cluster.placement has " + std::to_string(k.placement.size()) +
-                                " entries; it needs one per rank (" + ranks_key(c) + " = " + std::to_string(tp) + ")");
+                                " entries; it needs one per rank (" + c.engine.world_size_keys() + " = " + std::to_string(tp) + ")");
     else if (auto bad = std::find_if(k.placement.begin(), k.placement.end(),
                                      [&](std::int64_t w) { return w >= std::int64_t(k.workers.size()); });
              bad != k.placement.end())
@@ -249,7 +242,7 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
         }
   } else if (std::int64_t(k.workers.size()) > tp) {
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.engine, "tensor_parallel_degree"}},
-                          "cluster.workers names " + n + " workers but " + ranks_key(c) + " = " + std::to_string(tp) +
+                          "cluster.workers names " + n + " workers but " + c.engine.world_size_keys() + " = " + std::to_string(tp) +
                               " gives only " + std::to_string(tp) + " ranks to place");
   }
   const int tls_files = int(!k.tls_cert.empty()) + int(!k.tls_key.empty()) + int(!k.tls_ca.empty());

@@ -42,10 +42,7 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
   // as sim.parallelism = "layers" with tensor_parallel_degree = N; with tensor parallel T, N
   // stages of T GPUs each.
   const auto degree = static_cast<std::uint32_t>(cfg.engine.world_size());
-  const std::string gpus_key = cfg.engine.pipeline_parallel_degree == 1 ? "engine.tensor_parallel_degree"
-                               : cfg.engine.tensor_parallel_degree == 1
-                                   ? "engine.pipeline_parallel_degree"
-                                   : "engine.tensor_parallel_degree x pipeline_parallel_degree";
+  const std::string gpus_key = cfg.engine.world_size_keys();
   const auto nodes = static_cast<std::uint32_t>(cfg.sim.nodes);
   if (nodes == 0 || degree % nodes != 0)
     throw std::invalid_argument("sim.nodes = " + std::to_string(nodes) + " must divide " + gpus_key + " = " +

@@ -133,15 +133,31 @@ std::string one_process_config(int tp) {
   return with_degrees("[server]\nhost = \"127.0.0.1\"\n" + shared_sections(), "tensor_parallel_degree = " + std::to_string(tp));
 }
 
+// A server's greedy and seeded answers, to compare one layout of the ranks with another.
+struct Answers {
+  json greedy, sampled;
+};
+
+Answers answers_of(const ServerProcess& s) { return {complete(s, false), complete(s, true)}; }
+
+Answers one_process_answers(int tp) {
+  ServerProcess s(one_process_config(tp));
+  return answers_of(s);
+}
+
+// The cluster's answers are exactly `reference`'s, tokens and log-probabilities.
+void check_same_answers(const Answers& cluster, const Answers& reference, const std::string& reference_name) {
+  BOOST_TEST(cluster.greedy == reference.greedy, "cluster " << cluster.greedy.dump() << "\n" << reference_name << " "
+                                                            << reference.greedy.dump());
+  BOOST_TEST(cluster.sampled == reference.sampled, "cluster " << cluster.sampled.dump() << "\n" << reference_name << " "
+                                                              << reference.sampled.dump());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(ranks_on_two_workers_give_exactly_the_tokens_and_logprobs_of_the_same_ranks_in_one_process) {
-  json greedy_tp, sampled_tp, greedy_tp1;
-  {
-    ServerProcess s(one_process_config(kTp));
-    greedy_tp = complete(s, false);
-    sampled_tp = complete(s, true);
-  }
+  const Answers tp = one_process_answers(kTp);
+  json greedy_tp1;
   {
     ServerProcess s(one_process_config(1));
     greedy_tp1 = complete(s, false);
@@ -149,49 +165,34 @@ BOOST_AUTO_TEST_CASE(ranks_on_two_workers_give_exactly_the_tokens_and_logprobs_o
   WorkerProcess w1(worker_config()), w2(worker_config());
   ServerProcess head(head_config({w1.port(), w2.port()}));
   BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
-  const json greedy = complete(head, false), sampled = complete(head, true);
-  BOOST_TEST(greedy == greedy_tp, "cluster " << greedy.dump() << "\none process " << greedy_tp.dump());
-  BOOST_TEST(sampled == sampled_tp, "cluster " << sampled.dump() << "\none process " << sampled_tp.dump());
+  const Answers cluster = answers_of(head);
+  check_same_answers(cluster, tp, "one process");
   // Greedy text agrees with tensor parallel 1 too (log-probabilities differ in the last bits:
   // another summation order).
-  BOOST_TEST(greedy["text"] == greedy_tp1["text"], greedy.dump() << " vs " << greedy_tp1.dump());
+  BOOST_TEST(cluster.greedy["text"] == greedy_tp1["text"], cluster.greedy.dump() << " vs " << greedy_tp1.dump());
 }
 
 BOOST_AUTO_TEST_CASE(a_layer_split_over_two_workers_gives_exactly_the_tokens_and_logprobs_of_one_rank) {
-  json greedy_one, sampled_one;
-  {
-    ServerProcess s(one_process_config(1));
-    greedy_one = complete(s, false);
-    sampled_one = complete(s, true);
-  }
+  const Answers one = one_process_answers(1);
   const std::string split = "pipeline_parallel_degree = 3";  // SmolLM2's 30 layers: 10 per stage
   WorkerProcess w1(with_degrees(worker_config(), split)), w2(with_degrees(worker_config(), split));
   ServerProcess head(with_degrees(head_config({w1.port(), w2.port()}), split));
   BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
   BOOST_TEST(head.log().find("a layer split over 3 stages") != std::string::npos, head.log());
-  const json greedy = complete(head, false), sampled = complete(head, true);
   // A stage computes its layers exactly as one rank holding them all does.
-  BOOST_TEST(greedy == greedy_one, "cluster " << greedy.dump() << "\none rank " << greedy_one.dump());
-  BOOST_TEST(sampled == sampled_one, "cluster " << sampled.dump() << "\none rank " << sampled_one.dump());
+  check_same_answers(answers_of(head), one, "one rank");
 }
 
 BOOST_AUTO_TEST_CASE(two_tensor_parallel_stages_one_per_worker_give_exactly_the_tokens_and_logprobs_of_one_stage) {
   // Tensor parallel 3 within each worker, a layer split between them (ranks 0-2 hold layers
   // 0-14 on the first, ranks 3-5 layers 15-29 on the second): the stages' all-reduces sum as
   // tensor parallel 3 does, so the answers are exactly its.
-  json greedy_tp, sampled_tp;
-  {
-    ServerProcess s(one_process_config(kTp));
-    greedy_tp = complete(s, false);
-    sampled_tp = complete(s, true);
-  }
+  const Answers tp = one_process_answers(kTp);
   const std::string hybrid = "tensor_parallel_degree = 3\npipeline_parallel_degree = 2";
   WorkerProcess w1(with_degrees(worker_config(), hybrid)), w2(with_degrees(worker_config(), hybrid));
   ServerProcess head(with_degrees(head_config({w1.port(), w2.port()}), hybrid));
   BOOST_TEST(head.log().find("takes ranks [3, 4, 5]") != std::string::npos, head.log());
-  const json greedy = complete(head, false), sampled = complete(head, true);
-  BOOST_TEST(greedy == greedy_tp, "cluster " << greedy.dump() << "\none stage " << greedy_tp.dump());
-  BOOST_TEST(sampled == sampled_tp, "cluster " << sampled.dump() << "\none stage " << sampled_tp.dump());
+  check_same_answers(answers_of(head), tp, "one stage");
 }
 
 BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_ca_and_a_plaintext_head) {
@@ -284,21 +285,27 @@ void check_error_names(const Stream& streamed, const json& body, const std::stri
   BOOST_TEST(event["error"].value("message", "").find(what) != std::string::npos, event.dump());
 }
 
+// SIGKILLs `victim` mid-stream: a streaming and a non-streaming request end within 2 s with an
+// error naming it.
+void kill_mid_stream(ServerProcess& head, WorkerProcess& victim) {
+  const std::string address = victim.address();
+  Stream streamed;
+  json body;
+  const double seconds = fault_mid_stream(head, victim, SIGKILL, streamed, body);
+  BOOST_TEST_MESSAGE("SIGKILL of worker " << address << " to the last request's end: " << seconds << " s");
+  BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
+  check_error_names(streamed, body, "on worker " + address, head.log());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_worker_killed_mid_stream_fails_its_requests_within_two_seconds_and_serving_resumes_when_it_is_back) {
   WorkerProcess w1(worker_config());
   auto w2 = std::make_unique<WorkerProcess>(worker_config());
   const int w2_port = w2->port();
-  const std::string w2_address = w2->address();
   ServerProcess head(head_config({w1.port(), w2_port}));
   const json before = complete(head, false);
-  Stream streamed;
-  json body;
-  const double seconds = fault_mid_stream(head, *w2, SIGKILL, streamed, body);
-  BOOST_TEST_MESSAGE("SIGKILL of a worker to the last request's end: " << seconds << " s");
-  BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
-  check_error_names(streamed, body, "on worker " + w2_address, head.log());
+  kill_mid_stream(head, *w2);
   // Not ready while the worker is away: /ready and new requests get 503 (with Retry-After);
   // the metrics say a worker failed. The surviving worker frees the lost engine's rank.
   auto c = head.client(10);
@@ -336,15 +343,9 @@ BOOST_AUTO_TEST_CASE(a_layer_splits_first_stage_killed_mid_stream_fails_the_requ
   auto w1 = std::make_unique<WorkerProcess>(with_degrees(worker_config(), split));
   WorkerProcess w2(with_degrees(worker_config(), split));
   const int w1_port = w1->port();
-  const std::string w1_address = w1->address();
   ServerProcess head(with_degrees(head_config({w1_port, w2.port()}), split));
   const json before = complete(head, false);
-  Stream streamed;
-  json body;
-  const double seconds = fault_mid_stream(head, *w1, SIGKILL, streamed, body);
-  BOOST_TEST_MESSAGE("SIGKILL of the first stage's worker to the last request's end: " << seconds << " s");
-  BOOST_TEST(seconds <= 2.0, "the requests ended " << seconds << " s after the kill");
-  check_error_names(streamed, body, "on worker " + w1_address, head.log());
+  kill_mid_stream(head, *w1);
   BOOST_TEST(w2.log_reaches("stopping its 2 shard(s) and waiting for a head", std::chrono::seconds(10)), w2.log());
   w1.reset();
   WorkerProcess w1_again(with_degrees(worker_config(), split), w1_port);

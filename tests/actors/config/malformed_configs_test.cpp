@@ -191,7 +191,7 @@ const std::vector<MalformedCase> cases = {
     {"placement_of_the_wrong_length_for_a_layer_split",
      "[engine]\npipeline_parallel_degree = 3\n[cluster]\nworkers = [\"127.0.0.1:1\"]\nplacement = [0]\n", 5, 13,
      "cluster.placement",
-     "has 1 entries; it needs one per rank (engine.tensor_parallel_degree x pipeline_parallel_degree = 3)"},
+     "has 1 entries; it needs one per rank (engine.pipeline_parallel_degree = 3)"},
 
     // Parallelism: a layer split's stages.
     {"pipeline_parallel_degree_zero", "[engine]\npipeline_parallel_degree = 0\n", 2, 28,
