@@ -1,15 +1,13 @@
 #include "actors/shard/cpu/cpu_backend.hpp"
 
 #include "actors/serving/backend.hpp"
-#include "actors/serving/text_codec.hpp"
+#include "actors/shard/checkpoint.hpp"
 #include "actors/shard/cpu/cpu_shard_actor.hpp"
 #include "kernels/cpu/collective.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
 #include "model/arch/sharding.hpp"
-#include "model/format/gguf_file.hpp"
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
-#include "model/tokenizer/chat_template.hpp"
 
 #include <cblas.h>
 #include <spdlog/fmt/fmt.h>
@@ -18,25 +16,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 
 namespace actorlm::shard {
 
-namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* default_model_file = "SmolLM2-135M-Instruct.Q4_1.gguf";
 constexpr double gib = 1024.0 * 1024.0 * 1024.0;
-
-fs::path executable_dir() {
-  std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path{} : p.parent_path();
-}
 
 // The data-plane groups of one hosted rank (null where unused): `reduce` sums over the
 // tensor-parallel ranks of its stage, `chain` hands hidden states between stages (rank r's
@@ -92,29 +81,6 @@ std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosti
   return out;
 }
 
-// "tensor parallel 2", "a layer split over 3 stages" or "a layer split over 2 stages of tensor
-// parallel 2".
-std::string parallelism_text(const config::Config& cfg) {
-  const auto& e = cfg.engine;
-  if (e.pipeline_parallel_degree == 1) return fmt::format("tensor parallel {}", e.tensor_parallel_degree);
-  return fmt::format("a layer split over {} stages", e.pipeline_parallel_degree) +
-         (e.tensor_parallel_degree > 1 ? fmt::format(" of tensor parallel {}", e.tensor_parallel_degree) : "");
-}
-
-// The model file's name and size: what a cluster's head and workers compare (their paths may
-// differ). A safetensors folder counts the bytes of its files.
-std::string model_identity(const std::string& path) {
-  std::error_code ec;
-  std::uintmax_t bytes = 0;
-  if (fs::is_directory(path, ec)) {
-    for (const auto& e : fs::directory_iterator(path, ec))
-      if (e.is_regular_file(ec)) bytes += e.file_size(ec);
-  } else {
-    bytes = fs::file_size(path, ec);
-  }
-  return fs::path(path).filename().string() + " (" + std::to_string(bytes) + " bytes)";
-}
-
 }  // namespace
 
 kernels::cpu::KvDtype kv_dtype(config::CacheDtype d) {
@@ -123,24 +89,6 @@ kernels::cpu::KvDtype kv_dtype(config::CacheDtype d) {
     case config::CacheDtype::f32: return kernels::cpu::KvDtype::f32;
   }
   throw std::invalid_argument("cpu backend: unknown cache.dtype");
-}
-
-std::string resolve_model_path(const config::Config& cfg) {
-  if (!cfg.model.path.empty()) return cfg.model.path;
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("ACTORLM_MODELS_DIR")) dirs.emplace_back(env);
-  if (auto exe = executable_dir(); !exe.empty()) dirs.push_back(exe / ".." / ".." / "models");
-  dirs.emplace_back("models");
-  std::string looked;
-  for (const auto& d : dirs) {
-    const fs::path p = d / default_model_file;
-    if (fs::exists(p)) return fs::weakly_canonical(p).string();
-    looked += "\n  " + p.string();
-  }
-  throw std::runtime_error(std::string("model.path is not set and the default model ") +
-                           default_model_file + " was not found; looked in:" + looked +
-                           "\nFetch it with tools/models/fetch_default_model.sh (or run tools/setup.sh), "
-                           "or set model.path");
 }
 
 std::int32_t configure_cpu_threads(const config::Config& cfg) {
@@ -280,41 +228,14 @@ CpuBackend load_cpu_backend(const config::Config& cfg, const serving::RankHostin
 
 namespace {
 
-model::Vocabulary load_vocabulary(const CpuBackend& b) {
-  if (auto* g = dynamic_cast<const model::GgufFile*>(b.source.get())) return model::vocabulary_from_gguf(*g);
-  const auto json = fs::path(b.model_path) / "tokenizer.json";
-  if (!fs::exists(json))
-    throw std::runtime_error(b.model_path + ": no tokenizer.json next to the safetensors checkpoint");
-  return model::vocabulary_from_tokenizer_json(json.string());
-}
-
 // The engine's view of the cpu backend: its shards, KV capacity, and the checkpoint's tokenizer
 // with the chat format its template (or architecture) calls for.
 serving::Backend serving_backend(const config::Config& cfg, const serving::RankHosting& hosting) {
   auto cpu = std::make_shared<CpuBackend>(load_cpu_backend(cfg, hosting));
-  model::Vocabulary vocab = load_vocabulary(*cpu);
-  const auto format = model::select_chat_format(vocab.chat_template, model::to_string(cpu->arch.family));
-  const std::string system = model::default_system_message(vocab.chat_template);
-  auto tokenizer = std::make_shared<const model::Tokenizer>(std::move(vocab));
-  // A model may pad its embeddings past the tokenizer (harmless: those ids have no text), but
-  // a tokenizer larger than the model would feed it ids it has no embedding for.
-  if (tokenizer->size() > std::size_t{cpu->arch.vocab})
-    throw std::invalid_argument(cpu->model_path + ": the tokenizer has " + std::to_string(tokenizer->size()) +
-                                " tokens but the model's vocabulary only " + std::to_string(cpu->arch.vocab));
-
   serving::Backend b;
+  set_text_side(b, *cpu->source, cpu->model_path, cpu->arch);
   b.capacity = cpu->capacity;
   b.factory = cpu->factory;
-  const auto& v = tokenizer->vocabulary();
-  if (v.eos >= 0) b.stop_tokens.push_back(v.eos);
-  for (std::size_t id = 0; id < v.tokens.size(); ++id) {
-    const std::string& t = v.tokens[id];
-    if (tokenizer->is_special(static_cast<model::Token>(id)) &&
-        (t == "<|im_end|>" || t == "<|eot_id|>" || t == "<|endoftext|>" || t == "<|end_of_text|>") &&
-        std::find(b.stop_tokens.begin(), b.stop_tokens.end(), id) == b.stop_tokens.end())
-      b.stop_tokens.push_back(static_cast<model::Token>(id));
-  }
-  b.codec = serving::make_tokenizer_codec(std::move(tokenizer), format, system);
   b.identity = model_identity(cpu->model_path);
   b.description = cpu->model_path + " on the cpu backend, " + parallelism_text(cfg) + ", KV cache " +
                   std::to_string(std::uint64_t(cpu->capacity.device_blocks) * cfg.cache.block_size) + " tokens";

@@ -8,6 +8,7 @@
 #include "actors/config/config.hpp"
 #include "actors/engine/engine.hpp"
 #include "actors/serving/backend.hpp"
+#include "actors/shard/checkpoint.hpp"
 #include "kernels/cpu/model/paged_attention.hpp"
 #include "model/arch/architecture.hpp"
 
@@ -36,11 +37,6 @@ struct CpuBackend {
 
 // cache.dtype as the cpu kernels' element type.
 kernels::cpu::KvDtype kv_dtype(config::CacheDtype);
-
-// model.path when set, else the default model (SmolLM2-135M-Instruct Q4_1) looked up in
-// $ACTORLM_MODELS_DIR, <executable>/../../models and ./models. Throws std::runtime_error saying
-// where it looked and how to fetch the default model.
-std::string resolve_model_path(const config::Config& cfg);
 
 // The threads of each rank's pool for cfg (the cores shared among the ranks with stored weights;
 // 1 with model.weights = "f32", where OpenBLAS threads the GEMMs as before), and OpenBLAS's own

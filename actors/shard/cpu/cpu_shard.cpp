@@ -1,10 +1,6 @@
 #include "actors/shard/cpu/cpu_shard.hpp"
 
-#include "kernels/cpu/sampling.hpp"
-
-#include <atomic>
 #include <chrono>
-#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -18,32 +14,6 @@ std::vector<kernels::BlockPair> pairs(const std::vector<Move>& moves) {
   out.reserve(moves.size());
   for (const auto& m : moves) out.push_back({m.src, m.dst});
   return out;
-}
-
-kernels::cpu::SamplerParams sampler_params(const SamplingParams& s) {
-  kernels::cpu::SamplerParams p;
-  p.temperature = s.temperature;
-  p.top_p = s.top_p;
-  p.top_k = s.top_k;
-  p.min_p = s.min_p;
-  p.seed = s.seed;
-  p.top_logprobs = s.logprobs ? s.top_logprobs : 0;
-  return p;
-}
-
-// SamplingParams' changes to one row, in its order (vLLM's: logits processors, then penalties).
-void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
-  namespace k = kernels::cpu;
-  const SamplingParams& p = s.sampling;
-  if (!p.logit_bias.empty()) {
-    std::vector<k::TokenBias> bias;
-    bias.reserve(p.logit_bias.size());
-    for (const auto& b : p.logit_bias) bias.push_back({b.token, b.bias});
-    k::apply_logit_bias(row, bias);
-  }
-  if (p.masks_stop_ids(s.generated().size())) k::mask_tokens(row, p.min_tokens_stop_ids);
-  k::apply_repetition_penalty(row, s.tokens, p.repetition_penalty);
-  if (p.has_penalties()) k::apply_penalties(row, s.generated(), p.presence_penalty, p.frequency_penalty);
 }
 
 }  // namespace
@@ -84,62 +54,11 @@ StepResult CpuShard::execute(const Step& step) {
 
   StepResult r;
   r.step_id = step.id;
-  if (weights_->samples()) sample_rows(step, work, r.tokens);
+  if (weights_->samples())
+    sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(), r.tokens);
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   return r;
-}
-
-// Rows are independent (a draw depends on its row, its parameters and its counter-based seed
-// only), so the step's rows are sampled on the forward's pool, the same bits in any split.
-void CpuShard::sample_rows(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
-                           std::vector<SampledToken>& out) {
-  rows_.clear();
-  std::size_t tokens = 0;
-  for (std::size_t i = 0; i < step.seqs.size(); ++i) {
-    const SeqWork& w = step.seqs[i];
-    if (w.padding || w.num_samples == 0) continue;
-    rows_.push_back({i, tokens});
-    tokens += w.num_samples;
-  }
-  out.resize(tokens);
-  const auto vocab = static_cast<std::size_t>(weights_->spec.vocab);
-  std::exception_ptr failure;
-  std::atomic<bool> failed{false};
-  const auto run = [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> processed;  // [vocab]: a row changed by its sampling parameters
-    for (std::int64_t k = begin; k < end; ++k) {
-      try {
-        const RowJob& job = rows_[static_cast<std::size_t>(k)];
-        const SeqWork& w = step.seqs[job.seq];
-        const auto& s = *work[job.seq];
-        std::span<const float> logits(logits_.data() + static_cast<std::size_t>(k) * vocab, vocab);
-        if (s.sampling.changes_logits(s.generated().size())) {
-          // The changed row: the draw and the reported log-probabilities both use it.
-          processed.assign(logits.begin(), logits.end());
-          process_logits(s, processed);
-          logits = processed;
-        }
-        const auto params = sampler_params(s.sampling);
-        const std::uint64_t position = w.end;  // of the token drawn
-        for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-          const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
-          auto t = kernels::cpu::sample(logits, params, sample, position);
-          SampledToken& o = out[job.first + j];
-          o = SampledToken{w.seq, t.token, t.logprob, {}};
-          if (s.sampling.logprobs)
-            for (const auto& top : t.top) o.top.push_back({top.token, top.logprob});
-        }
-      } catch (...) {  // the pool's functions must not throw: the first failure is rethrown below
-        if (!failed.exchange(true)) failure = std::current_exception();
-        return;
-      }
-    }
-  };
-  auto& pool = transformer_.pool();
-  if (rows_.size() < 2 || pool.size() == 1) run(0, static_cast<std::int64_t>(rows_.size()));
-  else pool.parallel_for(static_cast<std::int64_t>(rows_.size()), 1, run);
-  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace actorlm::shard

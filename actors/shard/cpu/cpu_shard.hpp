@@ -4,6 +4,7 @@
 // over the step's sequences, and (on the sampling rank: tensor rank 0 of the last layer-split
 // stage) samples the next tokens. The shard actor wraps one.
 
+#include "actors/shard/host_sampler.hpp"
 #include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_messages.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
@@ -42,15 +43,8 @@ class CpuShard {
   kernels::cpu::Transformer transformer_;
   SequenceState seqs_;  // what this rank holds of each sequence, from the incremental steps
   std::vector<kernels::cpu::ForwardSeq> batch_;
-  // The sampling rank: the step's next tokens from logits_, in step order (rows on the forward's pool).
-  void sample_rows(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
-                   std::vector<SampledToken>& out);
-  struct RowJob {
-    std::size_t seq;    // index into step.seqs
-    std::size_t first;  // its first entry in the result's tokens
-  };
   std::vector<float> logits_;  // [rows, vocab]
-  std::vector<RowJob> rows_;   // [rows of logits_]
+  HostSampler sampler_;        // on the sampling rank
 };
 
 }  // namespace actorlm::shard
