@@ -75,6 +75,20 @@ __global__ void silu_mul_kernel(const T* gate_up, T* out, std::int64_t rows, std
   }
 }
 
+// y[i] += x[i] (the residual stream), arithmetic in f32.
+template <class T>
+__global__ void add_kernel(T* y, const T* x, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    store(y, i, load(y, i) + load(x, i));
+}
+
+// out[i] = in[i], converted (rounded to nearest even when narrowing).
+template <class A, class B>
+__global__ void convert_kernel(const A* in, B* out, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    store(out, i, load(in, i));
+}
+
 template <class T>
 __global__ void gelu_kernel(T* x, std::int64_t n) {
   for (std::int64_t k = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += std::int64_t(gridDim.x) * blockDim.x)
@@ -145,6 +159,27 @@ void gelu(void* x, std::int64_t n, ActDtype dtype, cudaStream_t stream) {
   with_type(dtype, [&](auto* tag) {
     using T = ElementOf<decltype(tag)>;
     gelu_kernel<T><<<grid_for(n), threads_per_block, 0, stream>>>(static_cast<T*>(x), n);
+  });
+  ACTORLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void add_in_place(void* y, const void* x, std::int64_t n, ActDtype dtype, cudaStream_t stream) {
+  if (n == 0) return;
+  require(y && x, "add_in_place: null pointer");
+  with_type(dtype, [&](auto* tag) {
+    using T = ElementOf<decltype(tag)>;
+    add_kernel<T><<<grid_for(n), threads_per_block, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(x), n);
+  });
+  ACTORLM_CUDA_CHECK(cudaGetLastError());
+}
+
+void convert(const void* in, ActDtype in_dtype, void* out, ActDtype out_dtype, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  require(in && out, "convert: null pointer");
+  with_types(in_dtype, out_dtype, [&](auto* a, auto* b) {
+    using A = ElementOf<decltype(a)>;
+    using B = ElementOf<decltype(b)>;
+    convert_kernel<A, B><<<grid_for(n), threads_per_block, 0, stream>>>(static_cast<const A*>(in), static_cast<B*>(out), n);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }

@@ -69,4 +69,11 @@ void silu_mul(const SiluMulParams&, cudaStream_t stream);
 // x[n] = gelu(x), in place (exact erf form).
 void gelu(void* x, std::int64_t n, ActDtype dtype, cudaStream_t stream);
 
+// y[n] += x[n], in place (the residual stream's adds).
+void add_in_place(void* y, const void* x, std::int64_t n, ActDtype dtype, cudaStream_t stream);
+
+// out[n] = in[n] converted from in_dtype to out_dtype (rounded to nearest even when narrowing):
+// weights uploaded as f32 and kept in f16 or bf16.
+void convert(const void* in, ActDtype in_dtype, void* out, ActDtype out_dtype, std::int64_t n, cudaStream_t stream);
+
 }  // namespace actorlm::kernels::cuda

@@ -3,6 +3,7 @@
 #include "actors/serving/backend.hpp"
 #include "actors/serving/text_codec.hpp"
 #include "sim/backend/sim_shard.hpp"
+#include "sim/model/memory_config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,7 +14,6 @@ namespace actorlm::sim {
 
 namespace {
 
-constexpr double gib = 1024.0 * 1024.0 * 1024.0;
 
 std::string fixed(double v, int digits) {
   char b[64];
@@ -77,29 +77,15 @@ SimBackend load_sim_backend(const config::Config& cfg, const Catalogue& cat) {
     throw std::invalid_argument("model.max_model_len = " + std::to_string(cfg.model.max_model_len) +
                                 " is longer than " + b.model.name + "'s context of " +
                                 std::to_string(b.model.max_context) + " tokens");
-  b.parallelism.kind = cfg.sim.parallelism == config::SimParallelism::layers || cfg.engine.pipeline_parallel_degree > 1
-                           ? ParallelKind::layers
-                           : ParallelKind::tensor;
-  b.parallelism.degree = degree;
+  b.parallelism = parallelism_of(cfg);
   b.parallelism.nodes = nodes;
-  if (cfg.engine.pipeline_parallel_degree > 1)
-    b.parallelism.stage_tp = static_cast<std::uint32_t>(cfg.engine.tensor_parallel_degree);
-
-  MemoryOptions mo;
-  mo.gpu_memory_utilization = cfg.cache.gpu_memory_utilization;
-  mo.block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
-  mo.max_num_batched_tokens = static_cast<std::uint32_t>(cfg.scheduler.max_num_batched_tokens);
-  mo.max_num_seqs = static_cast<std::uint32_t>(cfg.scheduler.max_num_seqs);
-  mo.max_model_len = static_cast<std::uint32_t>(cfg.model.max_model_len);
-  mo.num_gpu_blocks_override = static_cast<std::uint32_t>(
-      std::min<std::int64_t>(cfg.cache.num_gpu_blocks_override, 0xffffffff));
+  const MemoryOptions mo = memory_options(cfg);
   b.memory_per_gpu = plan_memory_per_gpu(b.model, b.hardware, cat.runtime(), b.parallelism, mo);
   b.memory = *std::min_element(b.memory_per_gpu.begin(), b.memory_per_gpu.end(),
                                [](const auto& x, const auto& y) { return x.spare_bytes < y.spare_bytes; });
 
   b.capacity.device_blocks = b.memory.num_blocks;
-  b.capacity.host_blocks = static_cast<std::uint32_t>(
-      std::min(std::floor(cfg.cache.swap_space * gib / b.memory.block_bytes), 4.0e9));
+  b.capacity.host_blocks = swap_blocks(cfg, b.memory.block_bytes);
   b.capacity.vocab_size = b.model.vocab;
 
   auto shared = std::make_shared<const SimShardModel>(SimShardModel{

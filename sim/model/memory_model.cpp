@@ -73,7 +73,7 @@ GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const Mem
   const double tokens = o.max_num_batched_tokens;
   out.activations = out.layers > 0 ? tokens * activation_elems_per_token(m, r) * fp16_bytes : 0;
   if (last) out.activations += std::min<double>(o.max_num_seqs, tokens) * m.vocab * logit_bytes;
-  out.kv_per_token = double(model::kv_elements_per_token(m, r, out.layers)) * fp16_bytes;
+  out.kv_per_token = double(model::kv_elements_per_token(m, r, out.layers)) * o.kv_element_bytes;
   return out;
 }
 

@@ -53,6 +53,7 @@ struct MemoryOptions {
   std::uint32_t max_num_seqs = 256;       // rows of logits
   std::uint32_t max_model_len = 2048;     // the KV cache must hold one sequence this long
   std::uint32_t num_gpu_blocks_override = 0;    // > 0: this many blocks, whatever fits
+  double kv_element_bytes = fp16_bytes;   // bytes per KV element (the cuda backend's f32 cache: 4)
 };
 
 // One GPU's memory. usable = weights + activations + cuda_context + framework + comm + kv + spare.

@@ -1,22 +1,12 @@
 #include "actors/shard/cpu/cpu_shard.hpp"
 
+#include "actors/shard/step_batch.hpp"
+
 #include <chrono>
 #include <stdexcept>
 #include <string>
 
 namespace actorlm::shard {
-
-namespace {
-
-template <class Move>
-std::vector<kernels::BlockPair> pairs(const std::vector<Move>& moves) {
-  std::vector<kernels::BlockPair> out;
-  out.reserve(moves.size());
-  for (const auto& m : moves) out.push_back({m.src, m.dst});
-  return out;
-}
-
-}  // namespace
 
 CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
                    const CpuShardOptions& o, kernels::cpu::AllReduce all_reduce, kernels::cpu::StageLink link)
@@ -34,19 +24,11 @@ StepResult CpuShard::execute(const Step& step) {
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
     // (copy-on-write, forks) may read blocks just moved in.
-    cache_.swap_out(pairs(step.swap_out));
-    cache_.swap_in(pairs(step.swap_in));
-    cache_.copy(pairs(step.copies));
+    cache_.swap_out(block_pairs(step.swap_out));
+    cache_.swap_in(block_pairs(step.swap_in));
+    cache_.copy(block_pairs(step.copies));
 
-    batch_.clear();
-    for (std::size_t i = 0; i < step.seqs.size(); ++i) {
-      const SeqWork& w = step.seqs[i];
-      if (w.padding) continue;  // dynamic batching's finished members
-      const auto& s = *work[i];
-      batch_.push_back({std::span<const std::int32_t>(s.tokens.data() + w.begin, w.end - w.begin), w.begin,
-                        std::span<const std::uint32_t>(s.block_table.data(), s.block_table.size()),
-                        w.num_samples > 0});
-    }
+    forward_batch(step, work, batch_);
     transformer_.forward(batch_, cache_, weights_->samples(), logits_, step.id);
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cpu shard: ") + e.what());

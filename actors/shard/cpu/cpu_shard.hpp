@@ -34,6 +34,7 @@ class CpuShard {
   StepResult execute(const Step& step);
 
   const kernels::cpu::ModelWeights& weights() const { return *weights_; }
+  std::int32_t shard_rank() const { return weights_->shard_rank(); }
   kernels::cpu::KvCache& cache() { return cache_; }
   const SequenceState& sequences() const { return seqs_; }
 

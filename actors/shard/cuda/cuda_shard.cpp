@@ -1,0 +1,77 @@
+#include "actors/shard/cuda/cuda_shard.hpp"
+
+#include "actors/shard/step_batch.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace actorlm::shard {
+
+namespace {
+
+cudaStream_t make_stream(int device) {
+  ACTORLM_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  ACTORLM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+}  // namespace
+
+CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cuda::ActDtype dtype,
+                     const CudaShardOptions& o, kernels::cuda::DeviceAllReduce all_reduce)
+    : device_(o.device), stream_(make_stream(o.device)) {
+  try {
+    weights_ = kernels::cuda::upload_weights(host_weights, dtype, stream_);
+    cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
+        static_cast<std::uint32_t>(host_weights.layers.size()), static_cast<std::int32_t>(host_weights.heads.kv_heads),
+        static_cast<std::int32_t>(host_weights.spec.head_dim), o.block_size, o.device_blocks, o.host_blocks,
+        o.kv_dtype);
+    transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
+  } catch (...) {
+    cudaStreamDestroy(stream_);
+    throw;
+  }
+}
+
+CudaShard::~CudaShard() {
+  cudaSetDevice(device_);
+  transformer_.reset();
+  cache_.reset();
+  weights_ = {};
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+StepResult CudaShard::execute(const Step& step) {
+  const auto start = std::chrono::steady_clock::now();
+  ACTORLM_CUDA_CHECK(cudaSetDevice(device_));
+  if (step.block_size != cache_->block_size())
+    throw std::invalid_argument("cuda shard: step block size " + std::to_string(step.block_size) +
+                                " but the cache uses " + std::to_string(cache_->block_size()));
+  const auto& work = seqs_.apply(step);  // throws std::invalid_argument for a bad delta
+  try {
+    // The block manager's order: moves out free device blocks that moves in may reuse; copies
+    // (copy-on-write, forks) may read blocks just moved in. All on the one stream, in order.
+    cache_->swap_out(block_pairs(step.swap_out), stream_);
+    cache_->swap_in(block_pairs(step.swap_in), stream_);
+    cache_->copy(block_pairs(step.copies), stream_);
+
+    forward_batch(step, work, batch_);
+    transformer_->forward(batch_, *cache_, weights_.samples(), logits_);
+    if (batch_.empty()) ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the copies and swaps are done
+  } catch (const std::out_of_range& e) {
+    throw std::invalid_argument(std::string("cuda shard: ") + e.what());
+  }
+
+  StepResult r;
+  r.step_id = step.id;
+  if (weights_.samples())
+    sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_.spec.vocab), nullptr, r.tokens);
+  r.duration_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace actorlm::shard

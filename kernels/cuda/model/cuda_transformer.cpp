@@ -1,0 +1,290 @@
+#include "kernels/cuda/model/cuda_transformer.hpp"
+
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/elementwise_math.hpp"
+#include "kernels/cuda/embedding.hpp"
+#include "kernels/cuda/kv_write.hpp"
+#include "kernels/cuda/paged_attention.hpp"
+#include "kernels/cuda/prefill_attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace actorlm::kernels::cuda {
+
+using model::Family;
+
+namespace {
+
+constexpr std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+CudaTransformer::CudaTransformer(const CudaWeights& weights, cudaStream_t stream, DeviceAllReduce all_reduce)
+    : w_(weights), stream_(stream), all_reduce_(std::move(all_reduce)), blas_(stream) {
+  if (w_.world > 1 && !all_reduce_)
+    throw std::invalid_argument("cuda transformer: tensor parallel degree " + std::to_string(w_.world) +
+                                " needs an all-reduce");
+  if (w_.stages > 1)
+    throw std::invalid_argument("cuda backend: a layer split (engine.pipeline_parallel_degree > 1) does not run on "
+                                "the GPU yet; use tensor parallelism");
+  const std::int32_t hd = static_cast<std::int32_t>(w_.spec.head_dim);
+  std::vector<float> inv(static_cast<std::size_t>(hd / 2));
+  rope_inv_freq_table(w_.spec.rope_theta, hd, inv.data());
+  inv_freq_.reserve(inv.size() * sizeof(float), "the rotary frequencies");
+  ACTORLM_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache) {
+  const auto vocab = static_cast<std::int64_t>(w_.spec.vocab);
+  const std::uint32_t bs = cache.block_size();
+  tokens_ = 0;
+  max_blocks_ = max_context_ = max_query_ = logit_rows_ = 0;
+  decode_only_ = true;
+  seqs_ = static_cast<std::int32_t>(seqs.size());
+  for (const auto& q : seqs) {
+    const auto n = static_cast<std::uint32_t>(q.tokens.size());
+    const std::uint32_t context = q.first_position + n;
+    // The table must cover every position up to the newest and name blocks of this cache.
+    const std::uint32_t needed = (context + bs - 1) / bs;
+    if (q.block_table.size() < needed)
+      throw std::out_of_range("block table of " + std::to_string(q.block_table.size()) + " blocks does not cover " +
+                              std::to_string(context) + " positions of " + std::to_string(bs) + " tokens a block");
+    for (std::uint32_t b = 0; b < needed; ++b)
+      if (q.block_table[b] >= cache.device_blocks())
+        throw std::out_of_range("block " + std::to_string(q.block_table[b]) + " outside the KV cache of " +
+                                std::to_string(cache.device_blocks()) + " blocks");
+    for (const std::int32_t t : q.tokens)
+      if (t < 0 || t >= vocab)
+        throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
+    tokens_ += n;
+    max_blocks_ = std::max(max_blocks_, needed);
+    max_context_ = std::max(max_context_, context);
+    max_query_ = std::max(max_query_, n);
+    decode_only_ = decode_only_ && n == 1;
+    logit_rows_ += q.all_logits ? n : (q.want_logits && n > 0 ? 1 : 0);
+  }
+  const auto T = static_cast<std::size_t>(tokens_);
+  const auto S = static_cast<std::size_t>(seqs_);
+  std::size_t at = 0;
+  ids_at_ = at;
+  at += align16(T * 4);
+  positions_at_ = at;
+  at += align16(T * 4);
+  slots_at_ = at;
+  at += align16(T * 8);
+  tables_at_ = at;
+  at += align16(S * max_blocks_ * 4);
+  context_at_ = at;
+  at += align16(S * 4);
+  starts_at_ = at;
+  at += align16((S + 1) * 4);
+  logit_rows_at_ = at;
+  at += align16(std::size_t(logit_rows_) * 4);
+  host_meta_.reserve(at, "the step's metadata");
+  meta_.reserve(at, "the step's metadata");
+  std::byte* h = host_meta_.as<std::byte>();
+  std::memset(h, 0, at);
+  auto* ids = reinterpret_cast<std::int32_t*>(h + ids_at_);
+  auto* positions = reinterpret_cast<std::int32_t*>(h + positions_at_);
+  auto* slots = reinterpret_cast<std::int64_t*>(h + slots_at_);
+  auto* tables = reinterpret_cast<std::uint32_t*>(h + tables_at_);
+  auto* context = reinterpret_cast<std::uint32_t*>(h + context_at_);
+  auto* starts = reinterpret_cast<std::uint32_t*>(h + starts_at_);
+  auto* rows = reinterpret_cast<std::int32_t*>(h + logit_rows_at_);
+  std::size_t row = 0, logit = 0;
+  for (std::size_t s = 0; s < S; ++s) {
+    const auto& q = seqs[s];
+    const auto n = static_cast<std::uint32_t>(q.tokens.size());
+    starts[s] = static_cast<std::uint32_t>(row);
+    context[s] = q.first_position + n;
+    const std::uint32_t needed = (context[s] + bs - 1) / bs;
+    std::copy_n(q.block_table.begin(), needed, tables + s * max_blocks_);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      ids[row + i] = q.tokens[i];
+      positions[row + i] = static_cast<std::int32_t>(q.first_position + i);
+      slots[row + i] = static_cast<std::int64_t>(cuda_math::paged_slot(q.block_table.data(), bs, q.first_position + i));
+    }
+    if (q.all_logits)
+      for (std::uint32_t i = 0; i < n; ++i) rows[logit++] = static_cast<std::int32_t>(row + i);
+    else if (q.want_logits && n > 0)
+      rows[logit++] = static_cast<std::int32_t>(row + n - 1);
+    row += n;
+  }
+  starts[S] = static_cast<std::uint32_t>(row);
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), h, at, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaTransformer::norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows) {
+  const model::Architecture& s = w_.spec;
+  if (s.family == Family::llama) {
+    rms_norm({x, w.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype}, stream_);
+  } else {
+    layer_norm({x, w.as<float>(), b.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype}, stream_);
+  }
+}
+
+void CudaTransformer::gemm(const void* act, const DeviceMatrix& w, void* out, std::int64_t rows, ActDtype out_dtype) {
+  blas_.gemm({act, w.data.get(), out, rows, w.rows, w.cols, w_.dtype, out_dtype});
+}
+
+void CudaTransformer::reduce(void* data) {
+  if (w_.world > 1) all_reduce_(data, tokens_ * w_.spec.hidden, w_.dtype, stream_);
+}
+
+void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
+  const model::RankShard& p = w_.heads;
+  const std::int32_t hd = static_cast<std::int32_t>(w_.spec.head_dim);
+  const auto q_heads = static_cast<std::int32_t>(p.q_heads), kv_heads = static_cast<std::int32_t>(p.kv_heads);
+  const std::int64_t qkv_width = std::int64_t(q_heads + 2 * kv_heads) * hd;
+  const std::size_t es = act_bytes(w_.dtype);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto* qkv = qkv_.as<std::byte>();
+
+  const bool halves = w_.layout.rope_style == model::RopeStyle::halves;
+  apply_rope({qkv, meta<std::int32_t>(positions_at_), inv_freq_.as<float>(), tokens_, qkv_width, q_heads + kv_heads,
+              hd, w_.spec.rope_linear_factor, halves, w_.dtype},
+             stream_);
+
+  KvWriteParams kw;
+  kw.k = qkv + std::size_t(q_heads) * hd * es;
+  kw.v = qkv + std::size_t(q_heads + kv_heads) * hd * es;
+  kw.slots = meta<std::int64_t>(slots_at_);
+  kw.k_plane = cache.k(layer);
+  kw.v_plane = cache.v(layer);
+  kw.tokens = tokens_;
+  kw.row_stride = qkv_width;
+  kw.kv_heads = kv_heads;
+  kw.head_dim = hd;
+  kw.block_size = cache.block_size();
+  kw.num_blocks = cache.device_blocks();
+  kw.act_dtype = w_.dtype;
+  kw.cache_dtype = cache.dtype();
+  reshape_and_cache(kw, stream_);
+
+  // The query heads, contiguous, as both attention kernels read them.
+  const std::size_t q_bytes = std::size_t(q_heads) * hd * es;
+  ACTORLM_CUDA_CHECK(cudaMemcpy2DAsync(q_.get(), q_bytes, qkv, std::size_t(qkv_width) * es, q_bytes,
+                                       static_cast<std::size_t>(tokens_), cudaMemcpyDeviceToDevice, stream_));
+  // The fields both attention kernels share.
+  const auto common = [&](auto& a) {
+    a.q = q_.get();
+    a.k_plane = cache.k(layer);
+    a.v_plane = cache.v(layer);
+    a.block_tables = meta<std::uint32_t>(tables_at_);
+    a.context_lens = meta<std::uint32_t>(context_at_);
+    a.out = attn_.get();
+    a.seqs = seqs_;
+    a.q_heads = q_heads;
+    a.kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.block_size = cache.block_size();
+    a.max_blocks_per_seq = max_blocks_;
+    a.scale = scale;
+    a.act_dtype = w_.dtype;
+    a.cache_dtype = cache.dtype();
+  };
+  if (decode_only_) {
+    DecodeAttentionParams a;
+    common(a);
+    a.max_context = max_context_;
+    a.chunk_positions = decode_attention_chunk(a);
+    workspace_.reserve(decode_attention_workspace_floats(seqs_, q_heads, hd, max_context_, a.chunk_positions) *
+                           sizeof(float),
+                       "the decode attention workspace");
+    a.workspace = workspace_.as<float>();
+    decode_attention(a, stream_);
+  } else {
+    PrefillAttentionParams a;
+    common(a);
+    a.query_starts = meta<std::uint32_t>(starts_at_);
+    a.max_query_len = max_query_;
+    prefill_attention(a, stream_);
+  }
+}
+
+void CudaTransformer::mlp(const DeviceLayer& l, const void* in, void* out) {
+  const std::int64_t f = w_.heads.ffn_columns;
+  if (w_.spec.family == Family::llama) {
+    gemm(in, l.w_up, up_.get(), tokens_, w_.dtype);  // [tokens, 2 f]: gate, then up
+    silu_mul({up_.get(), act_.get(), tokens_, f, w_.dtype}, stream_);
+  } else {
+    gemm(in, l.w_up, act_.get(), tokens_, w_.dtype);
+    gelu(act_.get(), tokens_ * f, w_.dtype, stream_);
+  }
+  gemm(act_.get(), l.w_down, out, tokens_, w_.dtype);
+}
+
+void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
+                              std::vector<float>& logits) {
+  const model::Architecture& s = w_.spec;
+  logits.clear();
+  upload_batch(seqs, cache);  // throws before anything is enqueued
+  if (tokens_ == 0) return;
+  const std::int64_t h = s.hidden;
+  const std::size_t es = act_bytes(w_.dtype);
+  const auto T = static_cast<std::size_t>(tokens_);
+  const model::RankShard& p = w_.heads;
+  const std::size_t hd = s.head_dim;
+  const std::size_t rows_bytes = T * std::size_t(h) * es;
+  for (DeviceBuffer* b : {&x_, &normed_, &normed2_, &proj_, &mlp_out_}) b->reserve(rows_bytes, "activations");
+  qkv_.reserve(T * (p.q_heads + 2 * p.kv_heads) * hd * es, "activations");
+  q_.reserve(T * p.q_heads * hd * es, "activations");
+  attn_.reserve(T * p.q_heads * hd * es, "activations");
+  up_.reserve(T * 2 * p.ffn_columns * es, "activations");
+  act_.reserve(T * p.ffn_columns * es, "activations");
+
+  embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
+            stream_);
+  for (std::uint32_t i = 0; i < w_.layers.size(); ++i) {
+    const DeviceLayer& l = w_.layers[i];
+    norm(l.attn_norm, l.attn_norm_bias, x_.get(), normed_.get(), tokens_);
+    gemm(normed_.get(), l.wqkv, qkv_.get(), tokens_, w_.dtype);
+    attention(i, cache);
+    gemm(attn_.get(), l.wo, proj_.get(), tokens_, w_.dtype);
+    if (s.parallel_attention) {
+      const void* mlp_in = normed_.get();
+      if (!l.mlp_norm.empty()) {
+        norm(l.mlp_norm, l.mlp_norm_bias, x_.get(), normed2_.get(), tokens_);
+        mlp_in = normed2_.get();
+      }
+      mlp(l, mlp_in, mlp_out_.get());
+      add_in_place(proj_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
+      reduce(proj_.get());  // one all-reduce for both branches
+      add_in_place(x_.get(), proj_.get(), tokens_ * h, w_.dtype, stream_);
+    } else {
+      reduce(proj_.get());
+      add_in_place(x_.get(), proj_.get(), tokens_ * h, w_.dtype, stream_);
+      norm(l.mlp_norm, l.mlp_norm_bias, x_.get(), normed_.get(), tokens_);
+      mlp(l, normed_.get(), mlp_out_.get());
+      reduce(mlp_out_.get());
+      add_in_place(x_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
+    }
+  }
+  if (!compute_logits || logit_rows_ == 0) {
+    ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  const DeviceMatrix& out = w_.output_matrix();
+  if (out.empty())
+    throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
+                           ", which does not hold the output projection");
+  // Final norm and output projection only for the rows whose logits are wanted (gathered as an
+  // embedding lookup whose table is the activations).
+  const std::int64_t R = logit_rows_;
+  last_.reserve(std::size_t(R) * std::size_t(h) * es, "activations");
+  embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), R, tokens_, h, w_.dtype, w_.dtype}, stream_);
+  norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), R);
+  const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
+  logits_dev_.reserve(logit_bytes, "the logits");
+  logits_host_.reserve(logit_bytes, "the logits");
+  gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
+  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  logits.assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
+}
+
+}  // namespace actorlm::kernels::cuda

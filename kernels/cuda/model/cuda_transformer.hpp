@@ -1,0 +1,74 @@
+#pragma once
+// The model forward of one tensor-parallel rank on its GPU: the cpu backend's Transformer
+// (kernels/cpu/model/transformer.hpp, the reference) with CUDA kernels and cuBLAS on one
+// stream. A batch of sequences, each a run of tokens at consecutive positions (a prefill chunk
+// or a decode token), flattened into one [tokens, hidden] activation in the weights' dtype.
+// Per layer: norm, QKV GEMM, rotary, reshape_and_cache (this step's K and V into their paged
+// slots), attention (paged decode attention when every sequence has one new row, else prefill
+// attention over the paged cache, which also serves chunked prefill and prefix-cache hits),
+// output GEMM, MLP; with world > 1 the partial outputs are summed by `all_reduce` (NCCL).
+// Only the rows whose logits are wanted go through the final norm and the output projection;
+// their logits come back to the host in f32 for the host sampler.
+
+#include "kernels/cpu/model/transformer.hpp"
+#include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/model/cuda_kv_cache.hpp"
+#include "kernels/cuda/model/cuda_weights.hpp"
+
+#include <functional>
+
+namespace actorlm::kernels::cuda {
+
+// Sums n elements of dtype over the tensor-parallel group, in place, enqueued on `stream`.
+using DeviceAllReduce = std::function<void(void* data, std::int64_t n, ActDtype dtype, cudaStream_t stream)>;
+
+class CudaTransformer {
+ public:
+  // `weights` must outlive the transformer; its device must be current on the calling thread
+  // for the constructor and every forward. `all_reduce` is required when weights.world > 1.
+  // Layer splits (weights.stages > 1) are not run on the GPU yet: std::invalid_argument.
+  CudaTransformer(const CudaWeights& weights, cudaStream_t stream, DeviceAllReduce all_reduce = {});
+
+  // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
+  // `logits` becomes [rows, vocab] f32 on the host, one row per sequence with want_logits (its
+  // last token), n rows for one with all_logits, in batch order. Throws std::out_of_range for a
+  // token id outside the vocabulary or a block table that does not cover its positions or
+  // names a block outside the cache (checked on the host before anything is enqueued).
+  void forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
+               std::vector<float>& logits);
+
+  const CudaWeights& weights() const { return w_; }
+
+ private:
+  void upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache);
+  void norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows);
+  void gemm(const void* act, const DeviceMatrix& w, void* out, std::int64_t rows, ActDtype out_dtype);
+  void attention(std::uint32_t layer, CudaKvCache& cache);
+  void mlp(const DeviceLayer& l, const void* in, void* out);
+  void reduce(void* data);
+
+  const CudaWeights& w_;
+  cudaStream_t stream_;
+  DeviceAllReduce all_reduce_;
+  Blas blas_;
+  DeviceBuffer inv_freq_;  // [head_dim / 2] f32
+
+  // The batch's metadata, gathered on the host into one pinned buffer and copied in one go.
+  std::int64_t tokens_ = 0;
+  std::int32_t seqs_ = 0;
+  std::uint32_t max_blocks_ = 0, max_context_ = 0, max_query_ = 0, logit_rows_ = 0;
+  bool decode_only_ = false;
+  PinnedBuffer host_meta_;
+  DeviceBuffer meta_;
+  // Offsets into meta_ (bytes).
+  std::size_t ids_at_ = 0, positions_at_ = 0, slots_at_ = 0, tables_at_ = 0, context_at_ = 0, starts_at_ = 0,
+              logit_rows_at_ = 0;
+  template <class T> T* meta(std::size_t at) const { return reinterpret_cast<T*>(meta_.as<std::byte>() + at); }
+
+  // Activations in the weights' dtype, [tokens_, ...].
+  DeviceBuffer x_, normed_, normed2_, qkv_, q_, attn_, proj_, up_, act_, mlp_out_, last_, workspace_;
+  DeviceBuffer logits_dev_;   // [rows, vocab] f32
+  PinnedBuffer logits_host_;  // the same, pinned for the copy back
+};
+
+}  // namespace actorlm::kernels::cuda
