@@ -82,8 +82,9 @@ struct CacheConfig {
   bool prefix_caching = true;
   double watermark = 0.01;                  // [0, 0.5): share of device blocks kept free at admission
   std::int64_t num_gpu_blocks_override = 0; // 0: derive from the memory budget
-  // cpu backend: the KV cache's element type; f16 holds twice the blocks in cpu_kv_space and
-  // reads half the bytes per attended position (the sim backend's GPUs always model 2 bytes).
+  // cpu and cuda backends: the KV cache's element type; f16 holds twice the blocks in
+  // cpu_kv_space (or the GPU's memory) and reads half the bytes per attended position (the sim
+  // backend's GPUs always model 2 bytes).
   CacheDtype dtype = CacheDtype::f16;
   bool operator==(const CacheConfig&) const = default;
 };
@@ -109,7 +110,8 @@ struct ModelConfig {
   std::string preset;                          // catalogue entry for the sim backend (e.g. "falcon-40b")
   std::int64_t max_model_len = 2048;           // [1, 2^20] tokens, prompt + output
   // cpu backend: matrices kept in the file's type ("stored": Q4_1 stays 4.5 bits a weight) or
-  // dequantized to float at load ("f32", the earlier path, kept for comparison).
+  // dequantized to float at load ("f32", the earlier path, kept for comparison). cuda backend:
+  // "stored" keeps them in bf16 on the GPU (dequantized at upload), "f32" in f32 (for checks).
   CpuWeights weights = CpuWeights::stored;
   bool operator==(const ModelConfig&) const = default;
 };

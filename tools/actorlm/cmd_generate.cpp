@@ -91,7 +91,7 @@ int run_generate(const GenerateOptions& o) {
 void add_generate_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<GenerateOptions>();
   CLI::App* g = app.add_subcommand(
-      "generate", "Answer one prompt with the cpu backend (the default model unless the config or --model says "
+      "generate", "Answer one prompt with the configured backend (the cpu backend and the default model unless the config or --model says "
                   "otherwise), streaming the text to stdout");
   g->add_option("--config", o->config_file, "TOML config (default: the built-in configs/default.toml)");
   g->add_option("--model", o->model, "GGUF file or HF safetensors folder (overrides model.path)");

@@ -7,7 +7,9 @@
 #   tools/gpu/check.sh --build    a development machine with a GPU: builds build-gpu/ for its GPU
 #
 # Writes to ${OUT:-gpu-check-out}: gpu-check.json (summary), gpu-check.log (every program's
-# output), decode_attention.json, gemm.json, hf_generate.json. Exits non-zero when a test failed.
+# output), decode_attention.json, gemm.json, e2e.json (tools/gpu/e2e.sh: actorlm serve on the
+# GPU at 1/64/256 concurrent requests, HF transformers generate() on the same weights).
+# Exits non-zero when a test failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -26,7 +28,7 @@ if [[ ${1:-} == --build ]]; then
           -DCMAKE_CUDA_ARCHITECTURES=native && cmake --build build-gpu -j"$(nproc)"; } >>"$log" 2>&1; then
     status=build_failed
   fi
-  bin=$root/build-gpu/tests bench=$root/build-gpu/tools libs=""
+  bin=$root/build-gpu/tests bench=$root/build-gpu/tools libs="" actorlm=$root/build-gpu/tools/actorlm
   ctest --test-dir build-gpu -L gpu --show-only=json-v1 2>>"$log" | python3 -c '
 import json, os, sys
 for t in json.load(sys.stdin)["tests"]:
@@ -35,13 +37,15 @@ for t in json.load(sys.stdin)["tests"]:
 elif [[ -f .gpu-bundle/bundle.tar.xz ]]; then
   b=$(mktemp -d /tmp/actorlm-gpu.XXXX)
   tar -C "$b" -xJf .gpu-bundle/bundle.tar.xz
-  bin=$b/bin bench=$b/bin libs=$b/lib tests_file=$b/tests.txt
-  # cuBLAS is not in the bundle: the machine's own (its CUDA toolkit's, or PyTorch's wheel's).
-  if LD_LIBRARY_PATH=$libs ldd "$bin/gemm_bench" | grep -q "libcublas.*not found"; then
-    cublas=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -1)
-    [[ -n $cublas ]] && libs+=":$(dirname "$cublas")"
-    echo "gpu-check: cuBLAS from ${cublas:-nowhere (the GEMM test and benchmark will fail)}" | tee -a "$log"
-  fi
+  bin=$b/bin bench=$b/bin libs=$b/lib tests_file=$b/tests.txt actorlm=$b/bin/actorlm
+  # cuBLAS and NCCL are not in the bundle: the machine's own (its CUDA toolkit's, or PyTorch's wheels').
+  for lib in libcublas.so.13 libnccl.so.2; do
+    if LD_LIBRARY_PATH=$libs ldd "$bin/actorlm" | grep -q "${lib%%.so*}.*not found"; then
+      found=$(find /usr/local /opt /usr/lib /usr/lib64 -name "$lib" 2>/dev/null | head -1)
+      [[ -n $found ]] && libs+=":$(dirname "$found")"
+      echo "gpu-check: $lib from ${found:-nowhere (what needs it will fail)}" | tee -a "$log"
+    fi
+  done
 else
   echo "gpu-check: no .gpu-bundle/bundle.tar.xz (run tools/gpu/prepare.sh first) and no --build" | tee -a "$log"
   exit 2
@@ -68,20 +72,21 @@ if [[ $status == ok ]]; then
   done <"$tests_file"
 fi
 
-# 3. Benchmarks: decode attention against the copy bandwidth; HF generate() as the baseline.
+# 3. Benchmarks: decode attention against the copy bandwidth, cuBLAS GEMMs.
 echo "== decode_attention_bench" >>"$log"
 run_prog 240 "$bench/decode_attention_bench" --json "$out/decode_attention.json" 2>&1 | tee -a "$log"
 da_rc=${PIPESTATUS[0]}
 echo "== gemm_bench" >>"$log"
 run_prog 120 "$bench/gemm_bench" --json "$out/gemm.json" 2>&1 | tee -a "$log"
 gemm_rc=${PIPESTATUS[0]}
-echo "== hf_generate_baseline" >>"$log"
-PYTHONUNBUFFERED=1 timeout 240 python3 tools/gpu/hf_generate_baseline.py --json "$out/hf_generate.json" 2>&1 | tail -n 20 | tee -a "$log"
-hf_rc=${PIPESTATUS[0]}
+
+# 4. End to end: actorlm serve on the GPU under bench client, HF generate() on the same weights,
+# the official openai client's test where the machine has what it needs.
+tools/gpu/e2e.sh "$actorlm" "$libs" "$out" 2>&1 | tee -a "$log"
 
 json_of() { [[ -s $1 ]] && cat "$1" || echo null; }
-printf '{"gpu": "%s", "status": "%s", "tests": [%s],\n "decode_attention_exit": %s, "decode_attention": %s,\n "gemm_exit": %s, "gemm": %s,\n "hf_generate_exit": %s, "hf_generate": %s}\n' \
+printf '{"gpu": "%s", "status": "%s", "tests": [%s],\n "decode_attention_exit": %s, "decode_attention": %s,\n "gemm_exit": %s, "gemm": %s,\n "e2e": %s}\n' \
   "${gpu:-none}" "$status" "$tests_json" "$da_rc" "$(json_of "$out/decode_attention.json")" \
-  "$gemm_rc" "$(json_of "$out/gemm.json")" "$hf_rc" "$(json_of "$out/hf_generate.json")" >"$out/gpu-check.json"
+  "$gemm_rc" "$(json_of "$out/gemm.json")" "$(json_of "$out/e2e.json")" >"$out/gpu-check.json"
 echo "gpu-check: $status; summary in $out/gpu-check.json"
 [[ $status == ok ]]

@@ -6,7 +6,8 @@ A Llama-shaped model of about 1.2 B parameters (Llama-3.2-1B's shape: hidden 204
 greedy decoding, 128-token prompts, exactly 128 new tokens (no EOS). Output tokens per second:
   one_at_a_time   requests one after another (generate() on a batch of 1)
   batched_64      the same kind of request, 64 prompts in one generate() call
-Usage: hf_generate_baseline.py [--json FILE] [--sequential N]
+With --model DIR (tools/gpu/make_llama_1b.py's folder) the same weights that actorlm serves.
+Usage: hf_generate_baseline.py [--json FILE] [--sequential N] [--model DIR]
 """
 import argparse
 import json
@@ -21,6 +22,7 @@ def main():
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--model", help="an HF folder to load instead of random weights")
     args = ap.parse_args()
     try:
         import torch
@@ -39,8 +41,12 @@ def main():
                       eos_token_id=None)
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        model = LlamaForCausalLM(cfg)
+    if args.model:
+        model = LlamaForCausalLM.from_pretrained(args.model).to(device="cuda", dtype=torch.bfloat16)
+        cfg = model.config
+    else:
+        with torch.device("cuda"):
+            model = LlamaForCausalLM(cfg)
     model.eval()
     params = sum(p.numel() for p in model.parameters())
     gen = torch.Generator(device="cuda").manual_seed(1)

@@ -15,13 +15,18 @@ bundle=.gpu-bundle/stage
 mkdir -p "$bundle/bin" "$bundle/lib"
 
 # The GPU tests (CTest label gpu) and the GPU benchmarks.
+# tests.txt: name, program, arguments; the programs' paths (in their suites' build folders) apart.
 ctest --test-dir build -L gpu --show-only=json-v1 | python3 -c '
 import json, os, sys
-for t in json.load(sys.stdin)["tests"]:
-    print(t["name"], os.path.basename(t["command"][0]), *t["command"][1:])
-' >"$bundle/tests.txt"
-bins=$(awk '{print "build/tests/" $2}' "$bundle/tests.txt")
-bins+=" build/tools/decode_attention_bench build/tools/gemm_bench"
+tests = json.load(sys.stdin)["tests"]
+with open(sys.argv[1], "w") as f:
+    for t in tests:
+        print(t["name"], os.path.basename(t["command"][0]), *t["command"][1:], file=f)
+for t in tests:
+    print(t["command"][0])
+' "$bundle/tests.txt" >"$bundle/../programs.txt"
+bins=$(cat "$bundle/../programs.txt")
+bins+=" build/tools/decode_attention_bench build/tools/gemm_bench build/tools/actorlm"
 for b in $bins; do
   [[ -x $b ]] || { echo "prepare: $b was not built (is nvcc found? ACTORLM_CUDA=ON?)" >&2; exit 1; }
   cp "$b" "$bundle/bin/"
@@ -29,11 +34,11 @@ for b in $bins; do
 done
 
 # Their shared libraries, except the C library's (the GPU machine's own, newer, serve), the
-# driver's libcuda (only the GPU machine's own matches its driver) and cuBLAS (600 MB: check.sh
-# finds the GPU machine's own, from its CUDA toolkit or PyTorch's wheels).
+# driver's libcuda (only the GPU machine's own matches its driver), cuBLAS (600 MB) and NCCL
+# (200 MB): check.sh finds the GPU machine's own, from its CUDA toolkit or PyTorch's wheels.
 for b in "$bundle"/bin/*; do ldd "$b"; done | awk '$3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
-    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*) ;;
+    libc.so*|libm.so*|libmvec.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libcublas*|libnccl*) ;;
     *) cp -L "$lib" "$bundle/lib/" ;;
   esac
 done

@@ -1,7 +1,8 @@
 """The official `openai` Python client against the real `actorlm serve` process.
 
-Usage: openai_client_test.py ACTORLM_BINARY
-Starts the server (default config: cpu backend, default model) on a free loopback port, then
+Usage: openai_client_test.py ACTORLM_BINARY [CONFIG]
+Starts the server (default config: cpu backend, default model; or CONFIG, e.g. the cuda backend
+with the default model in tools/gpu/check.sh) on a free loopback port, then
 runs chat and completion calls, streaming and not, and one refused call, through the client;
 then vLLM's extension fields, sent as the ecosystem's clients send them (`extra_body`), each
 streamed and not, with a check of its effect. GET /metrics is read with Prometheus's own
@@ -23,7 +24,8 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 class Server:
     def __init__(self, binary):
-        self.proc = subprocess.Popen([binary, "serve", "--port", "0"], stdout=subprocess.PIPE,
+        config = ["--config", sys.argv[2]] if len(sys.argv) > 2 else []
+        self.proc = subprocess.Popen([binary, "serve", "--port", "0", *config], stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.log = []
         for line in self.proc.stdout:

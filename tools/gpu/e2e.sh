@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# check.sh's end-to-end part on a GPU: `actorlm serve` with engine.backend = "cuda" on a 1.2 B
+# Llama-shaped model with random weights (tools/gpu/make_llama_1b.py), driven by `actorlm bench
+# client` (closed loop, 128-token prompts, exactly 128 new tokens) at 1, 64 and 256 concurrent
+# requests; HF transformers generate() on the same weights beside it; and, where the machine has
+# the `openai` package and the default model ($ACTORLM_MODELS_DIR), the official client's test
+# against the cuda backend.
+#
+#   tools/gpu/e2e.sh ACTORLM RUN_PROG_LIBS OUT_DIR     (check.sh calls it; exit 0 when it ran)
+# Writes OUT_DIR/e2e.json: {"serve": {concurrency: tokens/s}, "hf": {...}, "openai_test": ...}.
+set -uo pipefail
+actorlm=$1 libs=$2 out=$3
+log="$out/gpu-check.log"
+model=${ACTORLM_GPU_MODEL_DIR:-/tmp/actorlm-llama-1b}
+run() { LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
+echo "== e2e: model" >>"$log"
+if [[ ! -f $model/config.json ]]; then
+  timeout 300 python3 tools/gpu/make_llama_1b.py "$model" >>"$log" 2>&1 || { echo "e2e: no model (see the log)"; exit 1; }
+fi
+cat >"$out/serve-cuda.toml" <<TOML
+[engine]
+backend = "cuda"
+[model]
+name = "llama-1b-random"
+path = "$model"
+max_model_len = 4096
+[scheduler]
+max_num_seqs = 256
+max_num_batched_tokens = 8192
+TOML
+
+serve_json="{}"
+run "$actorlm" serve --config "$out/serve-cuda.toml" --port 0 >"$out/serve.log" 2>&1 &
+pid=$!
+url=""
+for _ in $(seq 1 240); do
+  url=$(grep -o "http://127.0.0.1:[0-9]*" "$out/serve.log" | head -1)
+  [[ -n $url ]] && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 1
+done
+if [[ -z $url ]]; then
+  echo "e2e: actorlm serve did not start on the GPU:"; tail -n 20 "$out/serve.log"
+else
+  echo "e2e: serving at $url"
+  points=""
+  for c in 1 64 256; do
+    n=$(( c == 1 ? 4 : 2 * c ))
+    line=$(run timeout 300 "$actorlm" bench client "$url" --tokenizer "$model/tokenizer.json" --requests $n \
+             --input 128 --output 128 --concurrency $c --json 2>>"$log" | tail -1)
+    tps=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1])["runs"][0]["summary"]; print(round(r["output_tokens_per_s"],1) if r["failed"]==0 else "null")' "$line" 2>/dev/null || echo null)
+    echo "e2e: $c concurrent: $tps output tokens/s"
+    points+="${points:+, }\"$c\": $tps"
+  done
+  serve_json="{$points}"
+fi
+kill $pid 2>/dev/null; wait $pid 2>/dev/null
+tail -n 30 "$out/serve.log" >>"$log"
+
+echo "== e2e: HF generate() on the same weights" >>"$log"
+PYTHONUNBUFFERED=1 timeout 300 python3 tools/gpu/hf_generate_baseline.py --model "$model" --json "$out/hf_same_weights.json" \
+  2>&1 | tail -n 5 | tee -a "$log"
+hf=$( [[ -s $out/hf_same_weights.json ]] && cat "$out/hf_same_weights.json" || echo null)
+
+openai_test='"skipped: no openai package or no default model here"'
+if python3 -c "import openai, prometheus_client" 2>/dev/null && [[ -f ${ACTORLM_MODELS_DIR:-/nonexistent}/SmolLM2-135M-Instruct.Q4_1.gguf ]]; then
+  printf '[engine]\nbackend = "cuda"\n[model]\npath = "%s"\n' "$ACTORLM_MODELS_DIR/SmolLM2-135M-Instruct.Q4_1.gguf" >"$out/openai-cuda.toml"
+  if LD_LIBRARY_PATH="$libs" timeout 300 python3 tests/actors/http/openai_client_test.py "$actorlm" "$out/openai-cuda.toml" >>"$log" 2>&1; then
+    openai_test='"passed"'
+  else
+    openai_test='"failed"'
+  fi
+fi
+echo "e2e: openai client test: $openai_test"
+printf '{"serve_output_tokens_per_s": %s, "hf_same_weights": %s, "openai_test": %s}\n' "$serve_json" "$hf" "$openai_test" >"$out/e2e.json"
