@@ -60,9 +60,16 @@ std::vector<std::unique_ptr<NcclComm>> join_nccl(int world, const std::vector<st
   }
   std::vector<ncclComm_t> comms(ranks.size(), nullptr);
   ACTORLM_NCCL_CHECK(ncclGroupStart());
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    ACTORLM_CUDA_CHECK(cudaSetDevice(devices[i]));
-    ACTORLM_NCCL_CHECK(ncclCommInitRank(&comms[i], world, id, static_cast<int>(ranks[i])));
+  try {
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      ACTORLM_CUDA_CHECK(cudaSetDevice(devices[i]));
+      ACTORLM_NCCL_CHECK(ncclCommInitRank(&comms[i], world, id, static_cast<int>(ranks[i])));
+    }
+  } catch (...) {
+    ncclGroupEnd();  // the group closed on the error path too
+    for (ncclComm_t c : comms)
+      if (c) ncclCommAbort(c);
+    throw;
   }
   ACTORLM_NCCL_CHECK(ncclGroupEnd());
   std::vector<std::unique_ptr<NcclComm>> out;

@@ -97,7 +97,10 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
     if (auto c = comms[i])
       reduce = [c](void* data, std::int64_t n, cu::ActDtype d, cudaStream_t s) { c->all_reduce_sum(data, n, d, s); };
     out.shards.push_back(std::make_unique<CudaShard>(
-        host, dtype, CudaShardOptions{device_of[i], block_size, out.capacity.device_blocks, out.capacity.host_blocks, kv_dtype},
+        host, dtype,
+        CudaShardOptions{device_of[i], block_size, out.capacity.device_blocks, out.capacity.host_blocks, kv_dtype,
+                         cfg.scheduler.max_num_batched_tokens, static_cast<std::int32_t>(cfg.scheduler.max_num_seqs),
+                         static_cast<std::uint32_t>(cfg.model.max_model_len)},
         std::move(reduce)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -24,12 +24,17 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
                      const CudaShardOptions& o, kernels::cuda::DeviceAllReduce all_reduce)
     : device_(o.device), stream_(make_stream(o.device)) {
   try {
+    if (o.block_size == 0 || (o.block_size & (o.block_size - 1)) != 0)
+      throw std::invalid_argument("cuda shard: block size " + std::to_string(o.block_size) + " is not a power of two");
     weights_ = kernels::cuda::upload_weights(host_weights, dtype, stream_);
+    transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
+    // The largest step's buffers first: what the plan counts as activations is taken before the
+    // KV cache takes the rest.
+    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, o.max_seqs, o.block_size, o.kv_dtype);
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
         static_cast<std::uint32_t>(host_weights.layers.size()), static_cast<std::int32_t>(host_weights.heads.kv_heads),
         static_cast<std::int32_t>(host_weights.spec.head_dim), o.block_size, o.device_blocks, o.host_blocks,
         o.kv_dtype);
-    transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
   } catch (...) {
     cudaStreamDestroy(stream_);
     throw;

@@ -22,6 +22,11 @@ struct CudaShardOptions {
   std::uint32_t device_blocks = 0;
   std::uint32_t host_blocks = 0;
   kernels::cuda::ActDtype kv_dtype = kernels::cuda::ActDtype::f16;
+  // The largest step, whose buffers are allocated at start, before the KV cache: rows
+  // (scheduler.max_num_batched_tokens), sequences (max_num_seqs) and their length (max_model_len).
+  std::int64_t max_batched_tokens = 2048;
+  std::int32_t max_seqs = 64;
+  std::uint32_t max_model_len = 2048;
 };
 
 class CudaShard {

@@ -32,10 +32,50 @@ CudaTransformer::CudaTransformer(const CudaWeights& weights, cudaStream_t stream
     throw std::invalid_argument("cuda backend: a layer split (engine.pipeline_parallel_degree > 1) does not run on "
                                 "the GPU yet; use tensor parallelism");
   const std::int32_t hd = static_cast<std::int32_t>(w_.spec.head_dim);
+  if (hd != 64 && hd != 128)
+    throw std::invalid_argument("cuda backend: head_dim " + std::to_string(hd) +
+                                ": the attention kernels serve head_dim 64 and 128");
   std::vector<float> inv(static_cast<std::size_t>(hd / 2));
   rope_inv_freq_table(w_.spec.rope_theta, hd, inv.data());
   inv_freq_.reserve(inv.size() * sizeof(float), "the rotary frequencies");
-  ACTORLM_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice));
+  ACTORLM_CUDA_CHECK(
+      cudaMemcpyAsync(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `inv` goes out of scope
+}
+
+void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint32_t max_context, std::int64_t logit_rows,
+                              std::uint32_t block_size, ActDtype cache_dtype) {
+  const model::RankShard& p = w_.heads;
+  const std::size_t es = act_bytes(w_.dtype), hd = w_.spec.head_dim, h = w_.spec.hidden;
+  const auto T = static_cast<std::size_t>(tokens);
+  for (DeviceBuffer* b : {&x_, &normed_, &normed2_, &proj_, &mlp_out_}) b->reserve(T * h * es, "activations");
+  qkv_.reserve(T * (p.q_heads + 2 * p.kv_heads) * hd * es, "activations");
+  q_.reserve(T * p.q_heads * hd * es, "activations");
+  attn_.reserve(T * p.q_heads * hd * es, "activations");
+  up_.reserve(T * 2 * p.ffn_columns * es, "activations");
+  act_.reserve(T * p.ffn_columns * es, "activations");
+  if (seqs > 0 && max_context > 0) {
+    DecodeAttentionParams shape;
+    shape.seqs = seqs;
+    shape.q_heads = static_cast<std::int32_t>(p.q_heads);
+    shape.kv_heads = static_cast<std::int32_t>(p.kv_heads);
+    shape.head_dim = static_cast<std::int32_t>(hd);
+    shape.block_size = block_size;
+    shape.max_context = max_context;
+    shape.max_blocks_per_seq = (max_context + block_size - 1) / block_size;
+    shape.act_dtype = w_.dtype;
+    shape.cache_dtype = cache_dtype;
+    chunk_ = decode_attention_chunk(shape);
+    workspace_.reserve(decode_attention_workspace_floats(seqs, shape.q_heads, shape.head_dim, max_context, chunk_) *
+                           sizeof(float),
+                       "the decode attention workspace");
+  }
+  if (logit_rows > 0) {
+    const auto R = static_cast<std::size_t>(logit_rows);
+    last_.reserve(R * h * es, "activations");
+    logits_dev_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
+    logits_host_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
+  }
 }
 
 void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache) {
@@ -115,7 +155,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
     row += n;
   }
   starts[S] = static_cast<std::uint32_t>(row);
-  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), h, at, cudaMemcpyHostToDevice, stream_));
+  meta_bytes_ = at;
 }
 
 void CudaTransformer::norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows) {
@@ -191,10 +231,7 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
     DecodeAttentionParams a;
     common(a);
     a.max_context = max_context_;
-    a.chunk_positions = decode_attention_chunk(a);
-    workspace_.reserve(decode_attention_workspace_floats(seqs_, q_heads, hd, max_context_, a.chunk_positions) *
-                           sizeof(float),
-                       "the decode attention workspace");
+    a.chunk_positions = chunk_;  // chosen and its workspace sized before the step's first collective
     a.workspace = workspace_.as<float>();
     decode_attention(a, stream_);
   } else {
@@ -222,20 +259,17 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
                               std::vector<float>& logits) {
   const model::Architecture& s = w_.spec;
   logits.clear();
+  // A step that failed may have left copies from the pinned buffers pending: let them finish
+  // before the buffers are refilled or reallocated.
+  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   upload_batch(seqs, cache);  // throws before anything is enqueued
   if (tokens_ == 0) return;
   const std::int64_t h = s.hidden;
-  const std::size_t es = act_bytes(w_.dtype);
-  const auto T = static_cast<std::size_t>(tokens_);
-  const model::RankShard& p = w_.heads;
-  const std::size_t hd = s.head_dim;
-  const std::size_t rows_bytes = T * std::size_t(h) * es;
-  for (DeviceBuffer* b : {&x_, &normed_, &normed2_, &proj_, &mlp_out_}) b->reserve(rows_bytes, "activations");
-  qkv_.reserve(T * (p.q_heads + 2 * p.kv_heads) * hd * es, "activations");
-  q_.reserve(T * p.q_heads * hd * es, "activations");
-  attn_.reserve(T * p.q_heads * hd * es, "activations");
-  up_.reserve(T * 2 * p.ffn_columns * es, "activations");
-  act_.reserve(T * p.ffn_columns * es, "activations");
+  // Every buffer the step needs, before its first collective: a cudaFree while another rank's
+  // all-reduce waits for this one could deadlock the group.
+  reserve(tokens_, decode_only_ ? seqs_ : 0, max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
+          cache.dtype());
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 
   embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
             stream_);
@@ -269,18 +303,15 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     return;
   }
   const DeviceMatrix& out = w_.output_matrix();
-  if (out.empty())
+  if (out.empty() || (w_.lm_head.empty() && !s.tied_embeddings))
     throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
                            ", which does not hold the output projection");
   // Final norm and output projection only for the rows whose logits are wanted (gathered as an
   // embedding lookup whose table is the activations).
   const std::int64_t R = logit_rows_;
-  last_.reserve(std::size_t(R) * std::size_t(h) * es, "activations");
   embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), R, tokens_, h, w_.dtype, w_.dtype}, stream_);
   norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), R);
   const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
-  logits_dev_.reserve(logit_bytes, "the logits");
-  logits_host_.reserve(logit_bytes, "the logits");
   gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
   ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -26,7 +26,8 @@ class CudaTransformer {
  public:
   // `weights` must outlive the transformer; its device must be current on the calling thread
   // for the constructor and every forward. `all_reduce` is required when weights.world > 1.
-  // Layer splits (weights.stages > 1) are not run on the GPU yet: std::invalid_argument.
+  // Layer splits (weights.stages > 1) are not run on the GPU yet, nor head_dim other than 64
+  // and 128: std::invalid_argument.
   CudaTransformer(const CudaWeights& weights, cudaStream_t stream, DeviceAllReduce all_reduce = {});
 
   // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
@@ -36,6 +37,14 @@ class CudaTransformer {
   // names a block outside the cache (checked on the host before anything is enqueued).
   void forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
                std::vector<float>& logits);
+
+  // Sizes the device buffers for a step of up to `tokens` rows (and, for a decode step, `seqs`
+  // sequences of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it
+  // at start for its largest step, before the KV cache takes the rest of the memory, and each
+  // forward calls it for its own step before the step's first collective. Throws
+  // std::runtime_error naming the buffer when the device runs out of memory.
+  void reserve(std::int64_t tokens, std::int32_t seqs, std::uint32_t max_context, std::int64_t logit_rows,
+               std::uint32_t block_size, ActDtype cache_dtype);
 
   const CudaWeights& weights() const { return w_; }
 
@@ -58,6 +67,8 @@ class CudaTransformer {
   std::int32_t seqs_ = 0;
   std::uint32_t max_blocks_ = 0, max_context_ = 0, max_query_ = 0, logit_rows_ = 0;
   bool decode_only_ = false;
+  std::uint32_t chunk_ = 512;      // decode attention's chunk for the step (reserve())
+  std::size_t meta_bytes_ = 0;
   PinnedBuffer host_meta_;
   DeviceBuffer meta_;
   // Offsets into meta_ (bytes).

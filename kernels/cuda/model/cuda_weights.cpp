@@ -21,9 +21,9 @@ class Uploader {
     out.rows = m.rows;
     out.cols = m.cols;
     const auto n = static_cast<std::size_t>(m.size());
+    ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the previous matrix has left host_
     host_.reserve(n * sizeof(float), "weight staging");
     auto* h = host_.as<float>();
-    ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the previous matrix has left host_
     for (std::int64_t r = 0; r < m.rows; ++r)
       m.dequantize_row(r, std::span<float>(h + static_cast<std::size_t>(r * m.cols), static_cast<std::size_t>(m.cols)));
     out.data = DeviceBuffer(n * act_bytes(dtype_), what);
@@ -42,7 +42,9 @@ class Uploader {
     if (v.empty()) return {};
     DeviceBuffer out(v.size() * sizeof(float), what);
     bytes_ += out.bytes();
-    ACTORLM_CUDA_CHECK(cudaMemcpy(out.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // On the upload's stream (the forward's): a plain cudaMemcpy on the legacy stream would not be
+    // ordered with it. `v` outlives the upload (finish() synchronises).
+    ACTORLM_CUDA_CHECK(cudaMemcpyAsync(out.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
     return out;
   }
 
