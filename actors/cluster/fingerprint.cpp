@@ -1,5 +1,7 @@
 #include "actors/cluster/fingerprint.hpp"
 
+#include "actors/shard/wire_format.hpp"
+
 #include <cstdio>
 #include <map>
 
@@ -35,6 +37,7 @@ Fingerprint fingerprint(const config::Config& c, const std::string& identity) {
       {"sim.fault", std::string(config::to_string(c.sim.fault))},
       {"cluster.heartbeat_interval_s", number(c.cluster.heartbeat_interval_s)},
       {"cluster.tls", c.cluster.tls() ? "on" : "off"},
+      {"shard wire format", shard::wire_format_version()},
   };
 }
 

@@ -7,9 +7,13 @@
 
 #include "actors/kv/block_manager_protocol.hpp"
 #include "actors/shard/shard_messages.hpp"
+#include "actors/shard/wire_format.hpp"
 
 #include <caf/actor_system_config.hpp>
+#include <caf/error.hpp>
+#include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
+#include <caf/sec.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -37,10 +41,17 @@ typename Inspector::result_type inspect(Inspector& f, SeqWork& x) {
   return f(caf::meta::type_name("SeqWork"), x.seq, x.appended, x.begin, x.end, x.table_first,
            x.table_blocks, x.num_samples, x.padding);
 }
+// Step and StepResult cross the network as one flat byte sequence each (wire_format.hpp): CAF
+// copies it in one piece instead of walking every field of every sequence through its
+// serializer.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Step& x) {
-  return f(caf::meta::type_name("Step"), x.id, x.block_size, x.dropped, x.added, x.seqs,
-           x.copies, x.swap_out, x.swap_in);
+  std::vector<char> bytes;
+  if constexpr (Inspector::reads_state) encode_step(x, bytes);
+  return f(caf::meta::type_name("Step"), bytes, caf::meta::load_callback([&]() -> caf::error {
+             if (decode_step(bytes, x)) return caf::none;
+             return caf::make_error(caf::sec::invalid_argument, "malformed shard Step on the wire");
+           }));
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TopLogprob& x) {
@@ -52,7 +63,12 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
-  return f(caf::meta::type_name("StepResult"), x.step_id, x.tokens, x.duration_ns);
+  std::vector<char> bytes;
+  if constexpr (Inspector::reads_state) encode_step_result(x, bytes);
+  return f(caf::meta::type_name("StepResult"), bytes, caf::meta::load_callback([&]() -> caf::error {
+             if (decode_step_result(bytes, x)) return caf::none;
+             return caf::make_error(caf::sec::invalid_argument, "malformed shard StepResult on the wire");
+           }));
 }
 
 inline void add_shard_types(caf::actor_system_config& cfg) {

@@ -13,8 +13,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$actorlm" calibrate --quick --tp 1,3 --repeats 2 --passes 3 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err" \
-  || fail "calibrate exited $?: $(tail -5 "$tmp/cal.err")"
+# TP 3 on 2 cores is oversubscribed, and its all-reduces can drown the GEMMs in noise: then the
+# fit refuses ("found every GEMM free", as it should on a machine that loaded). That refusal,
+# and only it, gets a second try (seen once in a full suite, with the test running alone).
+for attempt in 1 2; do
+  if "$actorlm" calibrate --quick --tp 1,3 --repeats 2 --passes 3 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err"; then
+    break
+  fi
+  rc=$?
+  if [[ $attempt == 2 ]] || ! grep -q "found every GEMM free" "$tmp/cal.err"; then
+    fail "calibrate exited $rc: $(tail -5 "$tmp/cal.err")"
+  fi
+  echo "calibrate: the fit refused a noisy grid; measuring again" >&2
+done
 grep -q '^\[gpu.here-tp1\]' "$tmp/hw.toml" || fail "no here-tp1 entry: $(cat "$tmp/hw.toml")"
 grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"
 grep -q '^here-tp3: 10 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 2 residuals: $(cat "$tmp/cal.out")"
