@@ -38,6 +38,30 @@ void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
 
 }  // namespace
 
+bool HostSampler::plain_greedy(const SequenceState::Sequence& s) {
+  return s.sampling.temperature < kernels::cpu::kGreedyTemperature && !s.sampling.changes_logits(s.generated().size());
+}
+
+void HostSampler::sample_row(const SeqWork& w, const SequenceState::Sequence& s, std::span<const float> logits,
+                             SampledToken* out, std::vector<float>& scratch) {
+  if (s.sampling.changes_logits(s.generated().size())) {
+    // The changed row: the draw and the reported log-probabilities both use it.
+    scratch.assign(logits.begin(), logits.end());
+    process_logits(s, scratch);
+    logits = scratch;
+  }
+  const auto params = sampler_params(s.sampling);
+  const std::uint64_t position = w.end;  // of the token drawn
+  for (std::uint32_t j = 0; j < w.num_samples; ++j) {
+    const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
+    auto t = kernels::cpu::sample(logits, params, sample, position);
+    SampledToken& o = out[j];
+    o = SampledToken{w.seq, t.token, t.logprob, {}};
+    if (s.sampling.logprobs)
+      for (const auto& top : t.top) o.top.push_back({top.token, top.logprob});
+  }
+}
+
 std::size_t HostSampler::rows(const Step& step) {
   std::size_t n = 0;
   for (const SeqWork& w : step.seqs) n += !w.padding && w.num_samples > 0;
@@ -63,25 +87,8 @@ void HostSampler::sample(const Step& step, const std::vector<const SequenceState
     for (std::int64_t k = begin; k < end; ++k) {
       try {
         const RowJob& job = rows_[static_cast<std::size_t>(k)];
-        const SeqWork& w = step.seqs[job.seq];
-        const auto& s = *work[job.seq];
-        std::span<const float> logits = logits_all.subspan(static_cast<std::size_t>(k) * vocab, vocab);
-        if (s.sampling.changes_logits(s.generated().size())) {
-          // The changed row: the draw and the reported log-probabilities both use it.
-          processed.assign(logits.begin(), logits.end());
-          process_logits(s, processed);
-          logits = processed;
-        }
-        const auto params = sampler_params(s.sampling);
-        const std::uint64_t position = w.end;  // of the token drawn
-        for (std::uint32_t j = 0; j < w.num_samples; ++j) {
-          const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
-          auto t = kernels::cpu::sample(logits, params, sample, position);
-          SampledToken& o = out[job.first + j];
-          o = SampledToken{w.seq, t.token, t.logprob, {}};
-          if (s.sampling.logprobs)
-            for (const auto& top : t.top) o.top.push_back({top.token, top.logprob});
-        }
+        sample_row(step.seqs[job.seq], *work[job.seq], logits_all.subspan(static_cast<std::size_t>(k) * vocab, vocab),
+                   &out[job.first], processed);
       } catch (...) {  // the pool's functions must not throw: the first failure is rethrown below
         if (!failed.exchange(true)) failure = std::current_exception();
         return;

@@ -28,6 +28,15 @@ class HostSampler {
   // Rows of logits a step samples from: its SeqWorks with num_samples > 0, padding excluded.
   static std::size_t rows(const Step& step);
 
+  // One row: w.num_samples tokens of sequence `s` from `logits` ([vocab]) into out[0, num_samples).
+  // `scratch` holds the row changed by the sequence's parameters when they change it.
+  static void sample_row(const SeqWork& w, const SequenceState::Sequence& s, std::span<const float> logits,
+                         SampledToken* out, std::vector<float>& scratch);
+
+  // Whether a row's draw is the plain argmax of its logits (temperature below the greedy
+  // threshold, nothing that changes the row): what a backend may compute where the logits are.
+  static bool plain_greedy(const SequenceState::Sequence& s);
+
  private:
   struct RowJob {
     std::size_t seq;    // index into step.seqs

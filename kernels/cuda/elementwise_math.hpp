@@ -4,14 +4,10 @@
 // cpu backend's kernels (kernels/cpu/model/ops.hpp), so what the GPU computes is checked on any
 // machine. Plain C++ when compiled without nvcc (no CUDA header needed).
 
+#include "kernels/cuda/host_device.hpp"
+
 #include <cmath>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define ACTORLM_HD __host__ __device__
-#else
-#define ACTORLM_HD
-#endif
 
 namespace actorlm::kernels::cuda_math {
 

@@ -64,7 +64,7 @@ StepResult CudaShard::execute(const Step& step) {
     cache_->copy(block_pairs(step.copies), stream_);
 
     forward_batch(step, work, batch_);
-    transformer_->forward(batch_, *cache_, weights_.samples(), logits_);
+    transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
     if (batch_.empty()) ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the copies and swaps are done
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cuda shard: ") + e.what());
@@ -73,7 +73,8 @@ StepResult CudaShard::execute(const Step& step) {
   StepResult r;
   r.step_id = step.id;
   if (weights_.samples())
-    sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_.spec.vocab), nullptr, r.tokens);
+    sampler_.sample(step, work, transformer_->device_logits(), static_cast<std::size_t>(weights_.spec.vocab), stream_,
+                    r.tokens);
   r.duration_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -2,11 +2,11 @@
 // The cuda backend's work for one tensor-parallel rank on its GPU, without CAF: folds a Step's
 // deltas into its sequence state, applies the block copies and swaps to its KV cache, runs the
 // model forward on its stream (kernels/cuda/model/cuda_transformer.hpp) and, on the sampling
-// rank (tensor rank 0), samples the next tokens on the host from the logits the forward copies
-// back (HostSampler, the cpu backend's sampler: the same draws for the same logits). The shard
-// actor wraps one; every call runs on the actor's thread, which makes the shard's device current.
+// rank (tensor rank 0), samples the next tokens (cuda_sampler.hpp: greedy rows on the GPU, the
+// others on the host by the cpu backend's sampler). The shard actor wraps one; every call runs
+// on the actor's thread, which makes the shard's device current.
 
-#include "actors/shard/host_sampler.hpp"
+#include "actors/shard/cuda/cuda_sampler.hpp"
 #include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_messages.hpp"
 #include "kernels/cuda/model/cuda_kv_cache.hpp"
@@ -58,8 +58,7 @@ class CudaShard {
   std::unique_ptr<kernels::cuda::CudaTransformer> transformer_;
   SequenceState seqs_;
   std::vector<kernels::cpu::ForwardSeq> batch_;
-  std::vector<float> logits_;  // [rows, vocab] on the host
-  HostSampler sampler_;
+  CudaSampler sampler_;
 };
 
 }  // namespace actorlm::shard

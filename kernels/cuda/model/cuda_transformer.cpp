@@ -256,9 +256,9 @@ void CudaTransformer::mlp(const DeviceLayer& l, const void* in, void* out) {
 }
 
 void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
-                              std::vector<float>& logits) {
+                              std::vector<float>* logits) {
   const model::Architecture& s = w_.spec;
-  logits.clear();
+  if (logits) logits->clear();
   // A step that failed may have left copies from the pinned buffers pending: let them finish
   // before the buffers are refilled or reallocated.
   ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -299,6 +299,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     }
   }
   if (!compute_logits || logit_rows_ == 0) {
+    logit_rows_ = 0;
     ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return;
   }
@@ -311,11 +312,12 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   const std::int64_t R = logit_rows_;
   embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), R, tokens_, h, w_.dtype, w_.dtype}, stream_);
   norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), R);
-  const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
   gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
+  if (logits == nullptr) return;  // on the device for the caller, in stream order
+  const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
   ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  logits.assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
+  logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
 }
 
 }  // namespace actorlm::kernels::cuda

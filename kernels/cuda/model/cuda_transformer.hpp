@@ -31,12 +31,16 @@ class CudaTransformer {
   CudaTransformer(const CudaWeights& weights, cudaStream_t stream, DeviceAllReduce all_reduce = {});
 
   // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
-  // `logits` becomes [rows, vocab] f32 on the host, one row per sequence with want_logits (its
-  // last token), n rows for one with all_logits, in batch order. Throws std::out_of_range for a
-  // token id outside the vocabulary or a block table that does not cover its positions or
-  // names a block outside the cache (checked on the host before anything is enqueued).
+  // the logits are [logit_rows(), vocab] f32, one row per sequence with want_logits (its last
+  // token), n rows for one with all_logits, in batch order: copied into `*logits` on the host
+  // (the stream synchronised), or, with `logits` null, left in device_logits() for work enqueued
+  // after them on the stream. Throws std::out_of_range for a token id outside the vocabulary or
+  // a block table that does not cover its positions or names a block outside the cache (checked
+  // on the host before anything is enqueued).
   void forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
-               std::vector<float>& logits);
+               std::vector<float>* logits);
+  const float* device_logits() const { return logits_dev_.as<float>(); }
+  std::int64_t logit_rows() const { return logit_rows_; }
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for a decode step, `seqs`
   // sequences of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it

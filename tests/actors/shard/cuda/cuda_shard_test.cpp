@@ -5,6 +5,8 @@
 // tokens and log-probabilities compared step by step. The decodes are teacher-forced with the cpu
 // shard's tokens, so one near-tie cannot make the rest of a run incomparable.
 //
+// The greedy rows are sampled on the GPU (greedy_sample), sequence 6's on the host from the GPU's
+// logits.
 // Models: Llama (grouped-query attention), Falcon-7B style (multi-query, parallel attention, one
 // LayerNorm), Falcon-40B style (two LayerNorms), random weights of head_dim 64 and 128 built
 // here; and the default model (SmolLM2-135M-Instruct, Q4_1, dequantized at upload).
@@ -165,7 +167,8 @@ std::vector<kv::TokenId> prompt_of(std::uint32_t n, std::uint32_t vocab, std::ui
   return v;
 }
 
-// Runs the scenario on both shards; returns how far they agree.
+// Runs the scenario on both shards; returns how far they agree. Every sequence is greedy with
+// top-3 log-probabilities except sequence 6 (seeded temperature and a presence penalty).
 Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vocab) {
   Agreement agree;
   std::uint64_t id = 0;
@@ -186,12 +189,21 @@ Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vo
   };
   // 1. Two prompts at once: 37 tokens (3 blocks), 700 tokens (44 blocks: split-K decode).
   const auto p1 = prompt_of(37, vocab, 1), p2 = prompt_of(700, vocab, 2);
+  // And a 20-token prompt sampled at temperature 0.7 with a seed and penalties: drawn on the host
+  // from the GPU's logits (the greedy rows are drawn on the GPU).
+  const auto p6 = prompt_of(20, vocab, 6);
   shard::Step s1;
   prefill(s1, 1, p1, 0, 37, range(0, 3), 0, true);
   prefill(s1, 2, p2, 0, 700, range(3, 44), 0, true);
+  prefill(s1, 6, p6, 0, 20, range(47, 2), 0, true);
+  s1.added.back().sampling.temperature = 0.7f;
+  s1.added.back().sampling.seed = 1234;
+  s1.added.back().sampling.presence_penalty = 0.5f;
   const auto r1 = both(s1);
-  std::vector<Seq> seqs{{1, 37, r1.tokens[0].token, range(0, 3)}, {2, 700, r1.tokens[1].token, range(3, 44)}};
-  kv::BlockId next_block = 47;
+  std::vector<Seq> seqs{{1, 37, r1.tokens[0].token, range(0, 3)},
+                        {2, 700, r1.tokens[1].token, range(3, 44)},
+                        {6, 20, r1.tokens[2].token, range(47, 2)}};
+  kv::BlockId next_block = 49;
   const auto decode_all = [&](shard::Step& s) {
     for (Seq& q : seqs) {
       shard::SeqWork& w = s.seqs.emplace_back();
