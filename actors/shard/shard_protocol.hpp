@@ -10,12 +10,18 @@
 #include "actors/shard/wire_format.hpp"
 
 #include <caf/actor_system_config.hpp>
+#include <caf/binary_deserializer.hpp>
+#include <caf/deserializer.hpp>
 #include <caf/error.hpp>
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/sec.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
 
 namespace actorlm::shard {
 
@@ -43,16 +49,41 @@ typename Inspector::result_type inspect(Inspector& f, SeqWork& x) {
 }
 // Step and StepResult cross the network as one flat byte sequence each (wire_format.hpp): CAF
 // copies it in one piece instead of walking every field of every sequence through its
-// serializer.
+// serializer. The bytes travel as WireBytes, whose loading checks the length before it
+// allocates: CAF's own path for a std::vector<char> resizes to whatever length a message claims.
+struct WireBytes {
+  std::vector<char> bytes;
+};
+
+constexpr std::size_t max_wire_bytes = std::size_t{1} << 28;  // 256 MiB: far above any step
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WireBytes& x) {
+  if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    std::size_t n = 0;
+    if (auto err = f.begin_sequence(n)) return err;
+    std::size_t limit = max_wire_bytes;
+    if (auto* b = dynamic_cast<caf::binary_deserializer*>(&f)) limit = std::min(limit, b->remaining());
+    if (n > limit) return caf::make_error(caf::sec::invalid_argument, "shard message: a length past its bytes");
+    x.bytes.resize(n);
+    if (n > 0)
+      if (auto err = f.apply_raw(n, x.bytes.data())) return err;
+    return f.end_sequence();
+  } else {
+    return f(x.bytes);
+  }
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, Step& x) {
-  std::vector<char> bytes;
-  if constexpr (Inspector::reads_state) encode_step(x, bytes);
-  return f(caf::meta::type_name("Step"), bytes, caf::meta::load_callback([&]() -> caf::error {
-             if (decode_step(bytes, x)) return caf::none;
+  WireBytes wire;
+  if constexpr (Inspector::reads_state) encode_step(x, wire.bytes);
+  return f(caf::meta::type_name("Step"), wire, caf::meta::load_callback([&]() -> caf::error {
+             if (decode_step(wire.bytes, x)) return caf::none;
              return caf::make_error(caf::sec::invalid_argument, "malformed shard Step on the wire");
            }));
 }
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TopLogprob& x) {
   return f(caf::meta::type_name("TopLogprob"), x.token, x.logprob);
@@ -63,10 +94,10 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
-  std::vector<char> bytes;
-  if constexpr (Inspector::reads_state) encode_step_result(x, bytes);
-  return f(caf::meta::type_name("StepResult"), bytes, caf::meta::load_callback([&]() -> caf::error {
-             if (decode_step_result(bytes, x)) return caf::none;
+  WireBytes wire;
+  if constexpr (Inspector::reads_state) encode_step_result(x, wire.bytes);
+  return f(caf::meta::type_name("StepResult"), wire, caf::meta::load_callback([&]() -> caf::error {
+             if (decode_step_result(wire.bytes, x)) return caf::none;
              return caf::make_error(caf::sec::invalid_argument, "malformed shard StepResult on the wire");
            }));
 }

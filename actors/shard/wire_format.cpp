@@ -1,5 +1,6 @@
 #include "actors/shard/wire_format.hpp"
 
+#include <bit>
 #include <cstring>
 #include <type_traits>
 
@@ -91,6 +92,14 @@ bool get_sampling(Reader& r, SamplingParams& s) {
   return ok;
 }
 
+// The fewest bytes an element's encoding takes (its arrays empty): a count is never allowed to ask
+// for more elements than the bytes left could hold.
+constexpr std::size_t sampling_min_bytes = 4 * 4 + 8 + 1 + 4 + 3 * 4 + 4 + 4 + 4;  // 53
+constexpr std::size_t new_seq_min_bytes = 8 + 8 + 4 + 4 + 4 + sampling_min_bytes;     // 81
+constexpr std::size_t seq_work_min_bytes = 8 + 4 + 4 * 4 + 1 + 4;                    // 33
+constexpr std::size_t sampled_token_min_bytes = 8 + 4 + 4 + 4;                       // 20
+
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is the host");
 static_assert(std::is_trivially_copyable_v<LogitBias> && sizeof(LogitBias) == 8);
 static_assert(std::is_trivially_copyable_v<kv::BlockCopy> && sizeof(kv::BlockCopy) == 8);
 static_assert(std::is_trivially_copyable_v<kv::BlockMove> && sizeof(kv::BlockMove) == 8);
@@ -136,13 +145,13 @@ bool decode_step(const std::vector<char>& in, Step& s) {
   Reader r(in);
   std::uint32_t magic = 0, n = 0;
   if (!r.get(magic) || magic != step_magic || !r.get(s.id) || !r.get(s.block_size) || !r.array(s.dropped)) return false;
-  if (!r.count(n, 16)) return false;
+  if (!r.count(n, new_seq_min_bytes)) return false;
   s.added.resize(n);
   for (NewSeq& q : s.added)
     if (!r.get(q.seq) || !r.get(q.request) || !r.get(q.sample) || !r.get(q.prompt_len) || !r.array(q.tokens) ||
         !get_sampling(r, q.sampling))
       return false;
-  if (!r.count(n, 29)) return false;
+  if (!r.count(n, seq_work_min_bytes)) return false;
   s.seqs.resize(n);
   for (SeqWork& q : s.seqs) {
     std::uint8_t padding = 0;
@@ -172,7 +181,7 @@ void encode_step_result(const StepResult& x, std::vector<char>& out) {
 bool decode_step_result(const std::vector<char>& in, StepResult& x) {
   Reader r(in);
   std::uint32_t magic = 0, n = 0;
-  if (!r.get(magic) || magic != result_magic || !r.get(x.step_id) || !r.get(x.duration_ns) || !r.count(n, 20))
+  if (!r.get(magic) || magic != result_magic || !r.get(x.step_id) || !r.get(x.duration_ns) || !r.count(n, sampled_token_min_bytes))
     return false;
   x.tokens.resize(n);
   for (SampledToken& t : x.tokens)

@@ -51,11 +51,13 @@ __global__ void greedy_kernel(GreedySampleParams p) {
     m::Best b = m::best_none();
     for (std::int64_t i = threadIdx.x; i < p.vocab; i += threads)
       m::best_add(b, m::clean_logit(row[i]), static_cast<std::int32_t>(i), after_value, after_id);
-    const m::Best best = block_merge(b, best_shared, merge_best);
-    // Past the vocabulary's end, the entry says so (token -1).
-    if (threadIdx.x == 0)
-      p.top[r * p.max_top + k] = best.id < 0 ? TokenLogprobPair{-1, -INFINITY}
-                                             : TokenLogprobPair{best.id, float(m::log_prob(stats, best.value))};
+    const m::Best best = block_merge(b, best_shared, merge_best);  // the same in every thread
+    if (best.id < 0) {  // past the vocabulary's end: every remaining entry says so (token -1)
+      if (threadIdx.x == 0)
+        for (int j = k; j < n; ++j) p.top[r * p.max_top + j] = TokenLogprobPair{-1, -INFINITY};
+      break;
+    }
+    if (threadIdx.x == 0) p.top[r * p.max_top + k] = {best.id, float(m::log_prob(stats, best.value))};
     after_value = best.value;
     after_id = best.id;
   }

@@ -3,6 +3,8 @@
 // per-value checks and unknown-key reports, so messages read like `actorlm config check`'s).
 #include "sim/model/catalogue.hpp"
 
+#include <algorithm>
+
 #include "actors/config/table_reader.hpp"
 #include "actors/config/toml_parse.hpp"
 
@@ -314,6 +316,14 @@ Catalogue Catalogue::load(const std::string& hardware_path, const std::string& m
 const Catalogue& Catalogue::builtin() {
   static const Catalogue c = load("", "");
   return c;
+}
+
+Catalogue Catalogue::with(const Hardware& h) const {
+  Catalogue out = *this;
+  const auto it = std::find_if(out.hardware_.begin(), out.hardware_.end(), [&](const Hardware& x) { return x.key == h.key; });
+  if (it != out.hardware_.end()) *it = h;
+  else out.hardware_.push_back(h);
+  return out;
 }
 
 const Hardware& Catalogue::hardware(std::string_view key) const {

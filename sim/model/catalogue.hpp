@@ -106,6 +106,8 @@ class Catalogue {
   const ModelPreset& model(std::string_view key) const;
 
   const std::vector<Hardware>& all_hardware() const { return hardware_; }
+  // A copy in which `h` replaces the entry of its key (or is added).
+  Catalogue with(const Hardware& h) const;
   const std::vector<Instance>& all_instances() const { return instances_; }
   const std::vector<ModelPreset>& all_models() const { return models_; }
   const RuntimeOverheads& runtime() const { return runtime_; }

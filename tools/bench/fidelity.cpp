@@ -6,6 +6,7 @@
 #include "tools/bench/client_bench.hpp"
 #include "tools/bench/client_process.hpp"
 #include "tools/bench/prompt_builder.hpp"
+#include "tools/bench/timing.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -185,6 +186,25 @@ double FidelityResult::error(double FidelityMetrics::*m) const {
   return meas > 0 ? simulated.*m / meas - 1 : 0;
 }
 
+double FidelityResult::error_uncorrected(double FidelityMetrics::*m) const {
+  const double meas = measured.*m;
+  return meas > 0 ? simulated_uncorrected.*m / meas - 1 : 0;
+}
+
+namespace {
+
+// `h` on a machine whose step times are `slowdown` times as long: every rate divided by it,
+// every fixed time multiplied (efficiencies, memory and the model's shapes unchanged).
+sim::Hardware slowed(sim::Hardware h, double slowdown) {
+  for (double* rate : {&h.bandwidth, &h.flops, &h.link_bandwidth, &h.host_bandwidth, &h.small_gemm_flops,
+                       &h.gemm_weight_rate, &h.large_batch_flops, &h.attention_flops, &h.prefill_attention_flops})
+    *rate /= slowdown;
+  for (double* time : {&h.link_latency, &h.kernel_launch, &h.step_overhead}) *time *= slowdown;
+  return h;
+}
+
+}  // namespace
+
 std::vector<FidelityCase> fidelity_cases(const FidelityOptions& o) {
   if (o.quick) {
     FidelityCase c{"short-in-long-out", config::Batching::paged, 2, {}};
@@ -330,21 +350,41 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   };
   // Rounds over all the cases (not one case after another), so that a slow spell of the
   // machine falls on one round of several cases; each figure is the median over rounds.
+  // With drift correction a speed probe follows every measurement: a measurement's slowdown is
+  // the mean of the probes on either side of it against the one after calibrating (the machine's
+  // speed moves within minutes on a shared host; two probes at the ends of the run missed it).
   std::vector<std::vector<FidelityMetrics>> rounds(cases.size());
+  std::vector<std::vector<double>> slowdowns(cases.size());
+  double probe_before = probe_start;
   for (std::uint32_t round = 0; round < std::max(1u, o.rounds); ++round)
-    for (std::size_t i = 0; i < cases.size(); ++i) rounds[i].push_back(measure(i, round));
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      rounds[i].push_back(measure(i, round));
+      if (!o.drift_correction) continue;
+      const double probe_after = probe("after the case");
+      slowdowns[i].push_back((probe_before + probe_after) / 2 / probe_start);
+      probe_before = probe_after;
+    }
+  report.machine_drift = (o.drift_correction ? probe_before : probe("end")) / probe_start - 1;
+  if (std::abs(report.machine_drift) > 0.05 && !o.drift_correction)
+    say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: the calibration "
+                    "describes it only for part of the run", 100 * report.machine_drift));
+  std::vector<double> all_slowdowns;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     FidelityResult r;
     r.c = cases[i];
     r.rounds = rounds[i];
     r.measured = median_of(rounds[i]);
+    r.slowdown = slowdowns[i].empty() ? 1.0 : median(slowdowns[i]);
+    all_slowdowns.push_back(r.slowdown);
+    const sim::Catalogue corrected = catalogue.with(slowed(catalogue.hardware(report.hardware_key), r.slowdown));
     config::Config sim_cfg = case_config(o, cases[i]);
     sim_cfg.engine.backend = config::Backend::sim;
     sim_cfg.sim.hardware = report.hardware_key;
     sim_cfg.model.preset = sim_model_preset;
     sim::SimulationOptions so;
     so.keep_records = false;
-    r.simulated = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, so).summary);
+    r.simulated = metrics_of(sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, so).summary);
+    r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, so).summary);
     say(fmt::format("case {}: simulated {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", i + 1,
                     r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));
     report.cases.push_back(std::move(r));
@@ -358,11 +398,9 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     report.serving_step_overhead = overheads[overheads.size() / 2];
   }
   report.calibrated_step_overhead = catalogue.hardware(report.hardware_key).step_overhead;
-  report.machine_drift = probe("end") / probe_start - 1;
-  if (std::abs(report.machine_drift) > 0.05)
-    say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: the calibration "
-                    "describes it only for part of the run, and the figures say as much about that as about the model",
-                    100 * report.machine_drift));
+  const auto [lo, hi] = std::minmax_element(all_slowdowns.begin(), all_slowdowns.end());
+  report.slowdown_min = *lo;
+  report.slowdown_max = *hi;
 
   // 4. The figures.
   const auto fold = [&](double FidelityMetrics::*m, double& mean, double& max) {
@@ -373,6 +411,14 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     }
   };
   fold(&FidelityMetrics::throughput, report.mean_abs_error_throughput, report.max_abs_error_throughput);
+  for (const auto& r : report.cases) {
+    const double et = std::abs(r.error_uncorrected(&FidelityMetrics::throughput));
+    const double ee = std::abs(r.error_uncorrected(&FidelityMetrics::e2e_p90));
+    report.mean_abs_error_throughput_uncorrected += et / double(report.cases.size());
+    report.mean_abs_error_p90_e2e_uncorrected += ee / double(report.cases.size());
+    report.max_abs_error_throughput_uncorrected = std::max(report.max_abs_error_throughput_uncorrected, et);
+    report.max_abs_error_p90_e2e_uncorrected = std::max(report.max_abs_error_p90_e2e_uncorrected, ee);
+  }
   fold(&FidelityMetrics::e2e_p90, report.mean_abs_error_p90_e2e, report.max_abs_error_p90_e2e);
   fold(&FidelityMetrics::ttft_p90, report.mean_abs_error_p90_ttft, report.max_abs_error_p90_ttft);
   return report;

@@ -36,6 +36,11 @@ struct FidelityOptions {
   std::uint64_t seed = 1;
   std::uint32_t rounds = 1;          // measurements of every case (rounds over all cases); median
   bool quick = false;                // quick calibration grid and one small case (CTest)
+  // Simulate each case on the calibrated hardware slowed by the machine's drift at the time of its
+  // measurement: a speed probe (the quick calibration grid's step time) follows every measured
+  // case, and a case's slowdown is the mean of the probes on either side of it against the probe
+  // just after calibrating. The uncorrected errors are reported too.
+  bool drift_correction = true;
   std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
   std::string hardware_key;          // its entry (default: the first)
   std::string work_dir;              // server configs and logs; empty: a temporary directory,
@@ -57,8 +62,11 @@ struct FidelityMetrics {
 struct FidelityResult {
   FidelityCase c;
   FidelityMetrics measured, simulated;  // measured: each figure's median over the rounds
+  FidelityMetrics simulated_uncorrected;  // on the calibration as it was (no drift correction)
+  double slowdown = 1;                    // the step-time factor of `simulated` (median over rounds)
   std::vector<FidelityMetrics> rounds;   // every measurement
   double error(double FidelityMetrics::*m) const;  // simulated / measured - 1 (0 when measured is 0)
+  double error_uncorrected(double FidelityMetrics::*m) const;
 };
 
 struct FidelityReport {
@@ -71,6 +79,11 @@ struct FidelityReport {
   // The quick calibration grid's total step time at the end over the same at the start, minus 1:
   // how much the machine's speed moved during the run (the calibration holds for the start).
   double machine_drift = 0;
+  // The cases' step-time factors for the drift (1 without drift correction), and the errors
+  // without them.
+  double slowdown_min = 1, slowdown_max = 1;
+  double mean_abs_error_throughput_uncorrected = 0, max_abs_error_throughput_uncorrected = 0;
+  double mean_abs_error_p90_e2e_uncorrected = 0, max_abs_error_p90_e2e_uncorrected = 0;
   double serving_step_overhead = -1;     // s: the median over the cases of their measured figure
   double calibrated_step_overhead = 0;   // s: the catalogue entry's step_overhead_us
 };

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace actorlm::shard {
 
@@ -11,10 +12,28 @@ namespace {
 
 constexpr std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
 
+// Offsets in the results block: top_n [R] | token [R] | logprob [R] | top [R, max_top].
+struct Layout {
+  std::size_t top_n, token, logprob, top, bytes;
+  explicit Layout(std::size_t R)
+      : top_n(0),
+        token(align16(R * 4)),
+        logprob(token + align16(R * 4)),
+        top(logprob + align16(R * 4)),
+        bytes(top + R * CudaSampler::max_device_top * sizeof(kernels::cuda::TokenLogprobPair)) {}
+};
+
 }  // namespace
 
+std::size_t CudaSampler::result_bytes(std::size_t rows) { return Layout(rows).bytes; }
+
+void CudaSampler::reserve(std::size_t rows) {
+  host_.reserve(result_bytes(rows), "the sampler's results");
+  device_.reserve(result_bytes(rows), "the sampler's results");
+}
+
 void CudaSampler::sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, const float* logits,
-                         std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out) {
+                         std::size_t logit_rows, std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out) {
   namespace cu = kernels::cuda;
   rows_.clear();
   std::size_t tokens = 0, host_rows = 0;
@@ -30,13 +49,15 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
   }
   out.resize(tokens);
   const std::size_t R = rows_.size();
+  if (R != logit_rows)
+    throw std::logic_error("cuda sampler: the step samples " + std::to_string(R) + " rows but the forward computed " +
+                           std::to_string(logit_rows) + " rows of logits");
   if (R == 0) return;
 
-  // One pinned block and its device twin: top_n [R] | token [R] | logprob [R] | top [R, max_top].
-  const std::size_t top_n_at = 0, token_at = align16(R * 4), logprob_at = token_at + align16(R * 4),
-                    top_at = logprob_at + align16(R * 4), bytes = top_at + R * max_device_top * sizeof(cu::TokenLogprobPair);
-  host_.reserve(bytes, "the sampler's results");
-  device_.reserve(bytes, "the sampler's results");
+  // One pinned block and its device twin (Layout), grown by half again when a step outgrows it.
+  const Layout at(R);
+  const std::size_t top_n_at = at.top_n, token_at = at.token, logprob_at = at.logprob, top_at = at.top, bytes = at.bytes;
+  if (bytes > host_.bytes()) reserve(R + R / 2);
   auto* h = host_.as<std::byte>();
   auto* d = device_.as<std::byte>();
   auto* top_n = reinterpret_cast<std::int32_t*>(h + top_n_at);
@@ -52,7 +73,8 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
                     stream);
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(h + token_at, d + token_at, bytes - token_at, cudaMemcpyDeviceToHost, stream));
   if (host_rows > 0) {
-    host_rows_.reserve(host_rows * vocab * sizeof(float), "the logits of rows sampled on the host");
+    const std::size_t need = host_rows * vocab * sizeof(float);
+    if (need > host_rows_.bytes()) host_rows_.reserve(need + need / 2, "the logits of rows sampled on the host");
     std::size_t j = 0;
     for (std::size_t k = 0; k < R; ++k)
       if (!rows_[k].device)

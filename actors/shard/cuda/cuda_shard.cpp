@@ -31,6 +31,7 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
     // The largest step's buffers first: what the plan counts as activations is taken before the
     // KV cache takes the rest.
     transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, o.max_seqs, o.block_size, o.kv_dtype);
+    if (weights_.samples()) sampler_.reserve(static_cast<std::size_t>(o.max_seqs));
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
         static_cast<std::uint32_t>(host_weights.layers.size()), static_cast<std::int32_t>(host_weights.heads.kv_heads),
         static_cast<std::int32_t>(host_weights.spec.head_dim), o.block_size, o.device_blocks, o.host_blocks,
@@ -73,8 +74,8 @@ StepResult CudaShard::execute(const Step& step) {
   StepResult r;
   r.step_id = step.id;
   if (weights_.samples())
-    sampler_.sample(step, work, transformer_->device_logits(), static_cast<std::size_t>(weights_.spec.vocab), stream_,
-                    r.tokens);
+    sampler_.sample(step, work, transformer_->device_logits(), static_cast<std::size_t>(transformer_->logit_rows()),
+                    static_cast<std::size_t>(weights_.spec.vocab), stream_, r.tokens);
   r.duration_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   return r;

@@ -74,7 +74,6 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
     const auto R = static_cast<std::size_t>(logit_rows);
     last_.reserve(R * h * es, "activations");
     logits_dev_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
-    logits_host_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
   }
 }
 
@@ -315,6 +314,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
   if (logits == nullptr) return;  // on the device for the caller, in stream order
   const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
+  logits_host_.reserve(logit_bytes, "the logits");  // after the step's collectives: no peer waits
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
   ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
