@@ -399,6 +399,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   }
   report.calibrated_step_overhead = catalogue.hardware(report.hardware_key).step_overhead;
   const auto [lo, hi] = std::minmax_element(all_slowdowns.begin(), all_slowdowns.end());
+  report.drift_corrected = o.drift_correction;
   report.slowdown_min = *lo;
   report.slowdown_max = *hi;
 
