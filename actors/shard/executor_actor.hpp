@@ -15,7 +15,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace actorlm::shard {
 
@@ -49,6 +55,24 @@ template <class Shard>
 shard_actor spawn_executor_shard(caf::actor_system& sys, std::unique_ptr<Shard> shard, const char* backend) {
   // A shared_ptr: CAF copies spawn arguments into the actor's initial message.
   return sys.spawn<caf::detached>(executor_shard<Shard>, std::shared_ptr<Shard>(std::move(shard)), backend);
+}
+
+// A backend's shard factory (engine::ShardFactory) over the executors it loaded: shards[i] is
+// rank ranks[i] of `world`. Each rank's actor is spawned once; a rank asked twice, not hosted
+// here, or of another world size is a std::logic_error.
+template <class Shard>
+std::function<shard_actor(caf::actor_system&, std::uint32_t, std::uint32_t)> executor_factory(
+    std::shared_ptr<std::vector<std::unique_ptr<Shard>>> shards, std::vector<std::uint32_t> ranks, std::uint32_t world,
+    const char* backend) {
+  return [shards, ranks = std::move(ranks), world, backend](caf::actor_system& sys, std::uint32_t rank,
+                                                            std::uint32_t world_size) {
+    const auto it = std::find(ranks.begin(), ranks.end(), rank);
+    const auto i = static_cast<std::size_t>(it - ranks.begin());
+    if (it == ranks.end() || !(*shards)[i] || world_size != world)
+      throw std::logic_error(std::string(backend) + " backend: shard " + std::to_string(rank) + " of " +
+                             std::to_string(world_size) + " requested twice or not hosted here");
+    return spawn_executor_shard(sys, std::move((*shards)[i]), backend);
+  };
 }
 
 }  // namespace actorlm::shard

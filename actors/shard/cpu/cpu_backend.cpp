@@ -2,7 +2,8 @@
 
 #include "actors/serving/backend.hpp"
 #include "actors/shard/checkpoint.hpp"
-#include "actors/shard/cpu/cpu_shard_actor.hpp"
+#include "actors/shard/cpu/cpu_shard.hpp"
+#include "actors/shard/executor_actor.hpp"
 #include "kernels/cpu/collective.hpp"
 #include "kernels/cpu/model/kv_cache.hpp"
 #include "model/arch/sharding.hpp"
@@ -215,14 +216,8 @@ CpuBackend load_cpu_backend(const config::Config& cfg, const serving::RankHostin
   CpuBackend b = load_cpu_shards(cfg, hosting, *shards);
   if (hosting.ranks.empty()) return b;
   const auto world = static_cast<std::uint32_t>(cfg.engine.world_size());
-  b.factory = [shards, ranks = hosting.ranks, world](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
-    const auto it = std::find(ranks.begin(), ranks.end(), rank);
-    const auto i = static_cast<std::size_t>(it - ranks.begin());
-    if (it == ranks.end() || !(*shards)[i] || world_size != world)
-      throw std::logic_error("cpu backend: shard " + std::to_string(rank) + " of " +
-                             std::to_string(world_size) + " requested twice or not hosted here");
-    return spawn_cpu_shard(sys, std::move((*shards)[i]));
-  };
+  b.factory = executor_factory(shards, hosting.ranks, world, "cpu");
+
   return b;
 }
 

@@ -1,7 +1,7 @@
 #include "actors/shard/cuda/cuda_backend.hpp"
 
 #include "actors/shard/checkpoint.hpp"
-#include "actors/shard/cuda/cuda_shard_actor.hpp"
+#include "actors/shard/executor_actor.hpp"
 #include "kernels/cpu/model/weights.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/nccl_group.hpp"
@@ -52,8 +52,9 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
                                 ": the cuda backend does not run layer splits yet; use engine.tensor_parallel_degree");
   const auto t0 = std::chrono::steady_clock::now();
   out.model_path = resolve_model_path(cfg);
-  const auto source = model::open_tensor_source(out.model_path);
-  out.arch = model::read_architecture(*source);
+  out.source = model::open_tensor_source(out.model_path);
+  const model::TensorSource& source = *out.source;
+  out.arch = model::read_architecture(source);
   const auto world = static_cast<std::int32_t>(cfg.engine.world_size());
   model::shard_for_rank(out.arch, 0, static_cast<std::uint32_t>(world));  // throws naming the degrees that work
   const bool f32 = cfg.model.weights == config::CpuWeights::f32;
@@ -92,7 +93,7 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     // The matrices as stored on the host for the upload (dequantized one at a time), then freed.
     const kernels::cpu::ModelWeights host =
-        kernels::cpu::load_weights(*source, out.arch, r, world, kernels::cpu::WeightStorage::stored);
+        kernels::cpu::load_weights(source, out.arch, r, world, kernels::cpu::WeightStorage::stored);
     cu::DeviceAllReduce reduce;
     if (auto c = comms[i])
       reduce = [c](void* data, std::int64_t n, cu::ActDtype d, cudaStream_t s) { c->all_reduce_sum(data, n, d, s); };
@@ -120,31 +121,22 @@ namespace {
 serving::Backend serving_backend(const config::Config& cfg, const serving::RankHosting& hosting) {
   auto loaded = std::make_shared<CudaShards>(load_cuda_shards(cfg, hosting));
   serving::Backend b;
-  const auto source = model::open_tensor_source(loaded->model_path);
-  set_text_side(b, *source, loaded->model_path, loaded->arch);
+  set_text_side(b, *loaded->source, loaded->model_path, loaded->arch);
   b.capacity = loaded->capacity;
   b.identity = model_identity(loaded->model_path);
   b.description = loaded->model_path + " on the cuda backend (" + loaded->plan.hardware.name + "), " +
                   parallelism_text(cfg) + ", KV cache " +
                   std::to_string(std::uint64_t(loaded->capacity.device_blocks) * cfg.cache.block_size) + " tokens";
+  if (hosting.ranks.empty()) return b;  // a cluster's head: the workers hold the GPUs
   const sim::MemoryBreakdown& m = loaded->plan.gpu;
-  if (!hosting.ranks.empty()) {
-    b.memory.push_back({"weights (planned)", m.weights_bytes});
-    b.memory.push_back({"activations (planned)", m.activation_bytes});
-    b.memory.push_back({"CUDA context, framework, NCCL", m.overhead_bytes()});
-    b.memory.push_back({"KV cache", m.kv_bytes});
-    b.memory.push_back({"swap space (host)", double(loaded->capacity.host_blocks) * m.block_bytes});
-  }
-  if (hosting.ranks.empty()) return b;
-  const auto world = static_cast<std::uint32_t>(cfg.engine.world_size());
-  b.factory = [loaded, ranks = hosting.ranks, world](caf::actor_system& sys, std::uint32_t rank, std::uint32_t world_size) {
-    const auto it = std::find(ranks.begin(), ranks.end(), rank);
-    const auto i = static_cast<std::size_t>(it - ranks.begin());
-    if (it == ranks.end() || !loaded->shards[i] || world_size != world)
-      throw std::logic_error("cuda backend: shard " + std::to_string(rank) + " of " + std::to_string(world_size) +
-                             " requested twice or not hosted here");
-    return spawn_cuda_shard(sys, std::move(loaded->shards[i]));
-  };
+  b.memory = {{"weights (planned)", m.weights_bytes},
+              {"activations (planned)", m.activation_bytes},
+              {"CUDA context, framework, NCCL", m.overhead_bytes()},
+              {"KV cache", m.kv_bytes},
+              {"swap space (host)", double(loaded->capacity.host_blocks) * m.block_bytes}};
+  // The shards live as long as the factory (an aliasing pointer into the loaded backend).
+  b.factory = executor_factory(std::shared_ptr<std::vector<std::unique_ptr<CudaShard>>>(loaded, &loaded->shards),
+                               hosting.ranks, static_cast<std::uint32_t>(cfg.engine.world_size()), "cuda");
   return b;
 }
 

@@ -17,13 +17,17 @@
 #include "actors/shard/cuda/cuda_shard.hpp"
 
 #include <memory>
+#include <string>
 #include <vector>
+
+namespace actorlm::model { class TensorSource; }
 
 namespace actorlm::shard {
 
 // What the backend set up. `shards[i]` is rank hosting.ranks[i].
 struct CudaShards {
   std::string model_path;
+  std::shared_ptr<const model::TensorSource> source;  // the opened checkpoint (also for the tokenizer)
   model::Architecture arch;
   CudaMemoryPlan plan;
   engine::KvCapacity capacity;
