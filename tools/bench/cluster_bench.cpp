@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
@@ -130,7 +131,9 @@ struct Tally {
   std::atomic<std::uint64_t> tokens{0}, finished{0}, errors{0};
 };
 
-scheduler::token_sink::behavior_type tally_sink(scheduler::token_sink::pointer, Tally* t) {
+// The sink shares its Tally: batches already queued when the sink is told to exit may still
+// arrive after the block that made it has ended.
+scheduler::token_sink::behavior_type tally_sink(scheduler::token_sink::pointer, std::shared_ptr<Tally> t) {
   return {[t](const scheduler::SinkBatch& b) {
     t->tokens.fetch_add(b.tokens.size(), std::memory_order_relaxed);
     for (const auto& f : b.finished) {
@@ -285,8 +288,9 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
 
   {
     say("control plane: " + std::to_string(o.running) + " sequences, zero-cost sim shards, TP 2 in this process");
-    Tally tally;
-    auto sink = sys.spawn(tally_sink, &tally);
+    auto tally_ptr = std::make_shared<Tally>();
+    Tally& tally = *tally_ptr;
+    auto sink = sys.spawn(tally_sink, tally_ptr);
     serving::ServedModel local(sys, parse(sim_text, {}));
     const auto ov = decode_overhead(local, o, sink);
     res.local_step_overhead_us = ov.median_us;
@@ -298,8 +302,9 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
     auto w1 = std::make_unique<WorkerChild>(sim_file, 0);
     auto w2 = std::make_unique<WorkerChild>(sim_file, 0);
     const int w2_port = w2->port();
-    Tally tally;
-    auto sink = sys.spawn(tally_sink, &tally);
+    auto tally_ptr = std::make_shared<Tally>();
+    Tally& tally = *tally_ptr;
+    auto sink = sys.spawn(tally_sink, tally_ptr);
     serving::ServedModel remote(sys, parse(sim_text, {w1->address(), w2->address()}));
     const auto ov = decode_overhead(remote, o, sink);
     res.remote_step_overhead_us = ov.median_us;
@@ -345,8 +350,9 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
     std::vector<double> one, two;
     {
       say(std::string("cpu: ") + p.name + " of the default model in this process");
-      Tally tally;
-      auto sink = sys.spawn(tally_sink, &tally);
+      auto tally_ptr = std::make_shared<Tally>();
+      Tally& tally = *tally_ptr;
+      auto sink = sys.spawn(tally_sink, tally_ptr);
       serving::ServedModel local(sys, parse(cpu_text, {}));
       tokens_per_s(local, 1, 4, tally, sink, next_id);  // warm-up
       for (auto c : o.concurrency) one.push_back(tokens_per_s(local, c, o.cpu_tokens, tally, sink, next_id));
@@ -355,8 +361,9 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
     {
       say(std::string("cpu: ") + p.name + " with rank 0 on one worker process and ranks 1, 2 on another");
       WorkerChild w1(cpu_file, 0), w2(cpu_file, 0);
-      Tally tally;
-      auto sink = sys.spawn(tally_sink, &tally);
+      auto tally_ptr = std::make_shared<Tally>();
+      Tally& tally = *tally_ptr;
+      auto sink = sys.spawn(tally_sink, tally_ptr);
       serving::ServedModel remote(sys, parse(cpu_text, {w1.address(), w2.address()}));
       tokens_per_s(remote, 1, 4, tally, sink, next_id);
       for (auto c : o.concurrency) two.push_back(tokens_per_s(remote, c, o.cpu_tokens, tally, sink, next_id));
