@@ -14,7 +14,12 @@ Response error_response(const ApiError& e) {
 
 ApiCall::ApiCall(CallHost& host, std::shared_ptr<Connection> conn, std::unique_ptr<CompletionSession> session,
                  ResponseMeta meta, SteadyClock::time_point t0)
-    : host_(host), conn_(std::move(conn)), session_(std::move(session)), meta_(std::move(meta)), t0_(t0) {
+    : host_(host),
+      conn_(std::move(conn)),
+      session_(std::move(session)),
+      meta_(std::move(meta)),
+      chunks_(meta_, session_->request().include_usage),
+      t0_(t0) {
   ++host_.in_flight;
 }
 
@@ -106,9 +111,13 @@ void ApiCall::stream_deltas(const std::vector<ChoiceDelta>& deltas) {
   for (const auto& d : deltas) {
     if (r.endpoint == Endpoint::chat && !opened_[d.index]) {
       opened_[d.index] = true;
-      conn_->append("data: " + chunk_json(meta_, d, r.logprobs, r.include_usage, true) + "\n\n");
+      event_.clear();
+      chunks_.append_event(event_, d, r.logprobs, true);
+      conn_->append(event_);
     }
-    conn_->append("data: " + chunk_json(meta_, d, r.logprobs, r.include_usage) + "\n\n");
+    event_.clear();
+    chunks_.append_event(event_, d, r.logprobs);
+    conn_->append(event_);
   }
 }
 

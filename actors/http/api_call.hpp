@@ -56,6 +56,8 @@ class ApiCall final : public Listener, public std::enable_shared_from_this<ApiCa
   std::shared_ptr<Connection> conn_;
   std::unique_ptr<CompletionSession> session_;
   ResponseMeta meta_;
+  StreamChunks chunks_;                   // streamed calls: the chunks' constant members, rendered once
+  std::string event_;                     // one SSE event (reused: no allocation per token)
   SteadyClock::time_point t0_;
   bool submitted_ = false, ended_ = false;
   ChannelBatch early_;                    // events that came before the engine's answer

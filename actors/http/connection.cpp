@@ -9,7 +9,7 @@
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/write.hpp>
 
-#include <cstdio>
+#include <charconv>
 
 namespace actorlm::http {
 
@@ -165,8 +165,9 @@ void Connection::append(std::string_view bytes) {
   if (state_ != State::streaming || bytes.empty()) return;
   if (chunked_) {
     char size[24];
-    const int len = std::snprintf(size, sizeof size, "%zx\r\n", bytes.size());
-    pending_.append(size, static_cast<std::size_t>(len));
+    const auto r = std::to_chars(size, size + sizeof size, bytes.size(), 16);
+    pending_.append(size, r.ptr);
+    pending_ += "\r\n";
     pending_ += bytes;
     pending_ += "\r\n";
   } else {

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
+
 namespace actorlm::http {
 
 using nlohmann::json;
@@ -99,6 +101,83 @@ std::string usage_chunk_json(const ResponseMeta& m, Usage u) {
   out["choices"] = json::array();
   out["usage"] = usage_json(u);
   return dump(out);
+}
+
+namespace {
+
+void append_number(std::string& out, std::uint64_t x) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  out.append(buf, r.ptr);
+}
+
+// A JSON string as dump() writes it: plain printable ASCII copied between quotes, anything else
+// (quotes, backslashes, control bytes, UTF-8, invalid bytes replaced by U+FFFD) escaped by nlohmann.
+void append_string(std::string& out, const std::string& s) {
+  for (const unsigned char c : s)
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      out += dump(json(s));
+      return;
+    }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+}  // namespace
+
+StreamChunks::StreamChunks(ResponseMeta meta, bool include_usage)
+    : meta_(std::move(meta)), include_usage_(include_usage) {
+  // json's objects keep their keys sorted: choices, created, id, model, object, usage.
+  tail_ = ",\"created\":" + dump(json(meta_.created)) + ",\"id\":" + dump(json(meta_.id)) +
+          ",\"model\":" + dump(json(meta_.model)) + ",\"object\":" +
+          (meta_.endpoint == Endpoint::chat ? "\"chat.completion.chunk\"" : "\"text_completion\"");
+}
+
+void StreamChunks::append_event(std::string& out, const ChoiceDelta& d, bool logprobs, bool role_chunk) const {
+  const bool chat = meta_.endpoint == Endpoint::chat;
+  out += "data: ";
+  if (logprobs && !(chat && role_chunk)) {
+    out += chunk_json(meta_, d, logprobs, include_usage_, role_chunk);
+    out += "\n\n";
+    return;
+  }
+  out += "{\"choices\":[{";
+  if (chat) {
+    if (role_chunk) out += "\"delta\":{\"content\":\"\",\"role\":\"assistant\"}";
+    else if (d.text.empty() && d.finish_reason) out += "\"delta\":{}";
+    else {
+      out += "\"delta\":{\"content\":";
+      append_string(out, d.text);
+      out += '}';
+    }
+    out += ',';
+  }
+  out += "\"finish_reason\":";
+  if (d.finish_reason && !role_chunk) append_string(out, *d.finish_reason);
+  else out += "null";
+  out += ",\"index\":";
+  append_number(out, d.index);
+  out += ",\"logprobs\":null";
+  if (!chat) {
+    out += ",\"text\":";
+    append_string(out, d.text);
+  }
+  out += "}]";
+  out += tail_;
+  if (d.usage) {
+    const Usage u = role_chunk ? Usage{d.usage->prompt_tokens, 0} : *d.usage;
+    out += ",\"usage\":{\"completion_tokens\":";
+    append_number(out, u.completion_tokens);
+    out += ",\"prompt_tokens\":";
+    append_number(out, u.prompt_tokens);
+    out += ",\"total_tokens\":";
+    append_number(out, u.prompt_tokens + u.completion_tokens);
+    out += '}';
+  } else if (include_usage_) {
+    out += ",\"usage\":null";
+  }
+  out += "}\n\n";
 }
 
 }  // namespace actorlm::http
