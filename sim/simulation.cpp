@@ -1,47 +1,32 @@
-// simulate(): the engine on CAF's test coordinator, driven by one actor that submits the
-// workload's requests at their arrival times and is every request's token sink.
+// simulate(): the engine driven by one actor (sim_driver.hpp) that submits the workload's
+// requests at their arrival times and is every request's token sink; on CAF's test coordinator
+// (virtual time), or with sim.clock = "wall" in real time against the engine `actorlm serve`
+// would build (its ranks on the [cluster] workers when there are some).
 #include "sim/simulation.hpp"
 
 #include "actors/engine/engine.hpp"
 #include "actors/kv/block_manager_protocol.hpp"
-#include "actors/scheduler/scheduler_protocol.hpp"
+#include "actors/serving/served_model.hpp"
 #include "actors/shard/shard_protocol.hpp"
-#include "kernels/splitmix64.hpp"
 #include "sim/backend/sim_backend.hpp"
+#include "sim/sim_driver.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-#include <caf/stateful_actor.hpp>
-#include <caf/typed_event_based_actor.hpp>
+#include <caf/send.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
+#include <thread>
 
 namespace actorlm::sim {
 
 namespace {
 
-using arrive_atom = caf::atom_constant<caf::atom("sim_arrive")>;  // open loop: next arrival due
-using client_atom = caf::atom_constant<caf::atom("sim_client")>;  // closed loop: think time over
-using driver_actor = scheduler::token_sink::extend<caf::reacts_to<arrive_atom>,
-                                                   caf::reacts_to<client_atom>>;
-
-// Drain the scheduler's records this often: it keeps at most 65,536 of each kind.
-constexpr std::uint64_t drain_steps_every = 4096;     // sink batches (at most one per step)
-constexpr std::uint64_t drain_requests_every = 8192;  // finished requests
-
-// What the driver fills in; owned by simulate(), read by its loop (same thread).
-struct Run {
-  std::vector<WorkloadRequest> workload;
-  std::vector<RequestTiming> timings;         // index = request id - 1
-  std::vector<scheduler::StepRecord> steps;   // relative times
-  std::size_t done = 0;                       // finished or refused
-  std::uint64_t refused = 0;
-  bool drained = false;                       // the final drains have answered
-};
+using detail::Run;
 
 struct SimSystemConfig : caf::actor_system_config {
   SimSystemConfig() {
@@ -53,176 +38,80 @@ struct SimSystemConfig : caf::actor_system_config {
   }
 };
 
-struct DriverState {
-  Run* run = nullptr;
-  scheduler::scheduler_actor scheduler;
-  std::int64_t t0 = 0;              // ns on the actor clock when the run started
-  std::uint32_t vocab = 0;
-  std::optional<ClosedLoopArrivals> closed;
-  double think_s = 0;
-  std::size_t next = 0;             // the next request to submit
-  std::uint64_t batches = 0;        // sink batches since the last step-record drain
-  std::uint64_t finishes = 0;       // finishes since the last request-record drain
-  int final_drains = 0;             // replies still awaited once every request is done
-  static inline const char* name = "sim_driver";
-};
-using driver_ptr = driver_actor::stateful_pointer<DriverState>;
-
-std::int64_t now_ns(driver_ptr self) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             self->clock().now().time_since_epoch())
-      .count();
+std::int64_t clock_ns(caf::actor_clock& clock) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
 }
 
-// A prompt no other request shares (so prefix caching finds nothing, as with real traffic of
-// distinct prompts): a splitmix64 hash of (request, position), below the vocabulary size.
-std::vector<scheduler::TokenId> make_prompt(std::uint64_t id, std::uint32_t length,
-                                            std::uint32_t vocab) {
-  std::vector<scheduler::TokenId> out(length);
-  const std::uint64_t v = std::max<std::uint32_t>(vocab, 2);
-  for (std::uint32_t i = 0; i < length; ++i) {
-    const std::uint64_t z = kernels::splitmix64_mix(id * kernels::splitmix64_gamma + i + 1);
-    out[i] = static_cast<scheduler::TokenId>(z % v);
+// The run's generated workload, with a timing slot per request.
+void prepare(Run& run, const WorkloadSpec& workload, std::uint64_t seed) {
+  run.workload = generate(workload, seed);
+  run.timings.resize(run.workload.size());
+}
+
+// What both clocks report once the driver is done: the summary and the backend's memory plan.
+SimulationResult result_of(Run& run, const SimBackend& backend, const SimulationOptions& options,
+                           std::chrono::steady_clock::time_point wall0) {
+  SimulationResult out;
+  std::sort(run.steps.begin(), run.steps.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const auto& s : run.steps) out.makespan_ns = std::max(out.makespan_ns, s.end);
+  const auto summary0 = std::chrono::steady_clock::now();
+  out.summary = summarize(run.timings, run.steps, options.summary);
+  out.summary_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - summary0).count();
+  out.refused = run.refused;
+  out.unavailable = run.unavailable;
+  out.errored = run.errored;
+  out.first_error = run.first_error;
+  out.memory = backend.memory;
+  out.memory_per_gpu = backend.memory_per_gpu;
+  out.backend = backend.describe();
+  if (options.keep_records) {
+    out.requests = std::move(run.timings);
+    out.steps = std::move(run.steps);
   }
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
 }
 
-void drain_steps(driver_ptr self, bool final = false) {
-  self->request(self->state.scheduler, caf::infinite, scheduler::sched_records_atom::value)
-      .then([self, final](std::vector<scheduler::StepRecord>& records) {
-        auto& st = self->state;
-        for (auto& r : records) {
-          if (r.batch_size == 0) continue;  // bookkeeping only (frees, forks): no work ran
-          r.start -= st.t0;
-          r.end -= st.t0;
-          st.run->steps.push_back(r);
-        }
-        if (final && --st.final_drains == 0) st.run->drained = true;
-      });
-}
+// Real time: the actor system, backend and engine as `actorlm serve` builds them (ServedModel),
+// with the ranks on the cluster's workers when [cluster] names some. The caller's thread waits
+// for the driver, drawing the progress bar.
+SimulationResult simulate_wall(const config::Config& cfg, const WorkloadSpec& workload, std::uint64_t seed,
+                               const SimulationOptions& options) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const SimBackend backend = load_sim_backend(cfg);  // the memory plan and description (no actors)
+  Run run;
+  prepare(run, workload, seed);
 
-void drain_requests(driver_ptr self, bool final = false) {
-  self->request(self->state.scheduler, caf::infinite, scheduler::sched_requests_atom::value)
-      .then([self, final](const std::vector<scheduler::RequestRecord>& records) {
-        auto& st = self->state;
-        for (const auto& r : records) {
-          if (r.id == 0 || r.id > st.run->timings.size()) continue;
-          if (r.first_scheduled >= 0)
-            st.run->timings[r.id - 1].first_scheduled_ns = r.first_scheduled - st.t0;
-        }
-        if (final && --st.final_drains == 0) st.run->drained = true;
-      });
-}
-
-void request_done(driver_ptr self);
-
-void submit(driver_ptr self) {
-  auto& st = self->state;
-  const std::size_t i = st.next++;
-  const WorkloadRequest& w = st.run->workload[i];
-  RequestTiming& t = st.run->timings[i];
-  t.id = i + 1;
-  t.arrival_ns = now_ns(self) - st.t0;
-  t.input_tokens = w.input_tokens;
-  t.token_ns.reserve(w.output_tokens);
-  scheduler::RequestSpec spec;
-  spec.id = i + 1;
-  spec.prompt = make_prompt(spec.id, w.input_tokens, st.vocab);
-  spec.max_tokens = w.output_tokens;  // no stop tokens, no eos: every request runs to its length
-  self->request(st.scheduler, caf::infinite, std::move(spec), caf::actor_cast<scheduler::token_sink>(self))
-      .then([self](scheduler::SubmitStatus status) {
-        if (status == scheduler::SubmitStatus::accepted) return;
-        ++self->state.run->refused;  // queue_full or too_long: a failed request
-        request_done(self);
-      });
-}
-
-// Open loop: submit every request due by now, then wake up at the next arrival.
-void arrivals_due(driver_ptr self) {
-  auto& st = self->state;
-  const std::int64_t now = now_ns(self) - st.t0;
-  const auto& w = st.run->workload;
-  while (st.next < w.size() && w[st.next].arrival_ns <= now) submit(self);
-  if (st.next < w.size())
-    self->delayed_send(self, std::chrono::nanoseconds(w[st.next].arrival_ns - now),
-                       arrive_atom::value);
-}
-
-void request_done(driver_ptr self) {
-  auto& st = self->state;
-  Run& run = *st.run;
-  ++run.done;
-  if (st.closed && st.next < run.workload.size()) {  // this request's client sends its next one
-    if (st.think_s > 0)
-      self->delayed_send(self, std::chrono::nanoseconds(std::llround(st.think_s * 1e9)),
-                         client_atom::value);
-    else
-      submit(self);
-  }
-  if (run.done == run.workload.size()) {  // collect what the scheduler still holds
-    st.final_drains = 2;
-    drain_steps(self, true);
-    drain_requests(self, true);
-  }
-}
-
-driver_actor::behavior_type driver(driver_ptr self, Run* run, scheduler::scheduler_actor sched,
-                                   std::int64_t t0, std::uint32_t vocab,
-                                   std::optional<ClosedLoopArrivals> closed) {
-  auto& st = self->state;
-  st.run = run;
-  st.scheduler = std::move(sched);
-  st.t0 = t0;
-  st.vocab = vocab;
-  st.closed = closed;
-  if (closed) {
-    st.think_s = closed->think_time_s;
-    const std::size_t first = std::min<std::size_t>(closed->clients, run->workload.size());
-    for (std::size_t c = 0; c < first; ++c) submit(self);
-  } else if (!run->workload.empty()) {
-    arrivals_due(self);
-  }
-  if (run->workload.empty()) run->drained = true;
-  return {
-      [self](const scheduler::SinkBatch& batch) {
-        auto& st = self->state;
-        const std::int64_t now = now_ns(self) - st.t0;
-        for (const auto& tok : batch.tokens) {
-          if (tok.sample != 0) continue;
-          RequestTiming& t = st.run->timings[tok.request - 1];
-          if (t.first_token_ns < 0) t.first_token_ns = now;
-          t.token_ns.push_back(now);
-        }
-        if (++st.batches >= drain_steps_every) {
-          st.batches = 0;
-          drain_steps(self);
-        }
-        for (const auto& f : batch.finished) {
-          if (f.sample != 0) continue;
-          RequestTiming& t = st.run->timings[f.request - 1];
-          t.finished_ns = now;
-          t.completed = f.reason != scheduler::FinishReason::abort;
-          t.output_tokens = static_cast<std::uint32_t>(t.token_ns.size());
-          if (++st.finishes >= drain_requests_every) {
-            st.finishes = 0;
-            drain_requests(self);
-          }
-          request_done(self);
-        }
-      },
-      [self](arrive_atom) { arrivals_due(self); },
-      [self](client_atom) {
-        if (self->state.next < self->state.run->workload.size()) submit(self);
-      },
-  };
-}
-
-void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s) {
-  constexpr int width = 30;
-  const int filled = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu requests, %.1f s simulated", label.c_str(), filled,
-               "##############################", width - filled, "", done, total, t_s);
-  std::fflush(stderr);
+  caf::actor_system_config sys_cfg;
+  serving::configure_actor_system(sys_cfg, cfg);
+  caf::actor_system sys{sys_cfg};
+  std::string where;
+  {
+    serving::ServedModel model(sys, cfg);
+    where = model.description();
+    const std::int64_t t0 = clock_ns(sys.clock());
+    const auto drv = detail::spawn_driver(sys, &run, model.engine().actors().scheduler, t0, model.vocab_size(),
+                                          closed_loop_clients(workload)
+                                              ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
+                                              : std::nullopt);
+    bool printed = false;
+    while (!run.drained) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (options.progress && std::chrono::steady_clock::now() - wall0 > std::chrono::milliseconds(500)) {
+        printed = true;
+        detail::print_progress(options.label, run.done, run.workload.size(), double(clock_ns(sys.clock()) - t0) * 1e-9);
+      }
+    }
+    if (printed) {
+      detail::print_progress(options.label, run.done, run.workload.size(), double(clock_ns(sys.clock()) - t0) * 1e-9);
+      std::fputc('\n', stderr);
+    }
+    caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
+  }  // the engine stops, and with [cluster] the workers are let go
+  SimulationResult out = result_of(run, backend, options, wall0);
+  if (!cfg.cluster.workers.empty()) out.backend += " (ranks on the cluster's workers, wall-clock time)";
+  else out.backend += " (wall-clock time)";
+  return out;
 }
 
 }  // namespace
@@ -231,6 +120,9 @@ SimulationResult simulate(const config::Config& cfg, const WorkloadSpec& workloa
                           std::uint64_t seed, const SimulationOptions& options) {
   config::Config c = cfg;
   c.engine.backend = config::Backend::sim;
+  if (c.sim.clock == config::SimClock::wall) return simulate_wall(c, workload, seed, options);
+  if (!c.cluster.workers.empty())
+    throw std::invalid_argument("sim shards on cluster workers run in wall-clock time: set sim.clock = \"wall\"");
   return simulate(c, catalogue_for(c), workload, seed, options);
 }
 
@@ -243,30 +135,25 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   const SimBackend backend = load_sim_backend(cfg, catalogue);
 
   Run run;
-  run.workload = generate(workload, seed);
-  run.timings.resize(run.workload.size());
+  prepare(run, workload, seed);
 
   SimSystemConfig sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto& sched = dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler());
   auto& clock = sched.clock();
-  const std::int64_t t0 =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(clock.now().time_since_epoch()).count();
+  const std::int64_t t0 = clock_ns(clock);
 
   // The driver times every token it receives: the scheduler's own token times are not needed.
   const engine::EngineActors engine = engine::spawn_engine(
       sys, cfg, backend.capacity, options.spawn_idle_ranks ? backend.factory : backend.rank0_factory, {},
       engine::EngineOptions{.record_token_times = false});
-  auto drv = sys.spawn(driver, &run, engine.scheduler, t0, backend.capacity.vocab_size,
-                       closed_loop_clients(workload)
-                           ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
-                           : std::nullopt);
+  const auto drv = detail::spawn_driver(sys, &run, engine.scheduler, t0, backend.capacity.vocab_size,
+                                        closed_loop_clients(workload)
+                                            ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
+                                            : std::nullopt);
 
   // The bar appears once a run has taken 0.5 s of wall time: short runs print nothing.
-  const auto virtual_s = [&] {
-    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      clock.now().time_since_epoch()).count() - t0) * 1e-9;
-  };
+  const auto virtual_s = [&] { return double(clock_ns(clock) - t0) * 1e-9; };
   auto last_print = wall0 + std::chrono::milliseconds(300);
   bool printed = false;
   std::uint64_t events = 0;
@@ -277,7 +164,7 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
         if (now - last_print > std::chrono::milliseconds(200)) {
           last_print = now;
           printed = true;
-          print_progress(options.label, run.done, run.workload.size(), virtual_s());
+          detail::print_progress(options.label, run.done, run.workload.size(), virtual_s());
         }
       }
     }
@@ -286,7 +173,7 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
     clock.advance_time(next - clock.now());
   }
   if (printed) {
-    print_progress(options.label, run.done, run.workload.size(), virtual_s());
+    detail::print_progress(options.label, run.done, run.workload.size(), virtual_s());
     std::fputc('\n', stderr);
   }
   if (run.done == run.workload.size() && !run.drained)
@@ -295,25 +182,8 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   sched.run();  // lets the actors see their exit messages before the system shuts down
 
-  SimulationResult out;
-  std::sort(run.steps.begin(), run.steps.end(),
-            [](const auto& a, const auto& b) { return a.id < b.id; });
-  for (const auto& s : run.steps) out.makespan_ns = std::max(out.makespan_ns, s.end);
-  const auto summary0 = std::chrono::steady_clock::now();
-  out.summary = summarize(run.timings, run.steps, options.summary);
-  out.summary_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - summary0).count();
-  out.refused = run.refused;
-  out.memory = backend.memory;
-  out.memory_per_gpu = backend.memory_per_gpu;
-  out.backend = backend.describe();
+  SimulationResult out = result_of(run, backend, options, wall0);
   out.events = events;
-  if (options.keep_records) {
-    out.requests = std::move(run.timings);
-    out.steps = std::move(run.steps);
-  }
-  out.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return out;
 }
 

@@ -6,6 +6,11 @@
 // Time: every timestamp is ns of virtual time since the run started (the actor clock when the
 // engine was spawned). The same config, workload and seed give the same result, bit for bit;
 // only wall_seconds differs.
+//
+// With sim.clock = "wall" the same driver runs in real time against the engine `actorlm serve`
+// builds for the config (serving::ServedModel): with [cluster] workers, the head of a cluster
+// whose sim shards live in `actorlm worker` processes. Times are then ns of wall time since the
+// start, and two runs differ as real runs do.
 
 #include "actors/config/config.hpp"
 #include "actors/scheduler/request.hpp"
@@ -40,6 +45,9 @@ struct SimulationResult {
   std::vector<scheduler::StepRecord> steps;  // steps that ran sequences, times relative
   Summary summary;
   std::uint64_t refused = 0;                 // submissions answered queue_full or too_long
+  std::uint64_t unavailable = 0;             // submissions refused by a failed engine (wall clock)
+  std::uint64_t errored = 0;                 // requests the engine ended with an error
+  std::string first_error;                   // what the engine said of the first of them
   std::int64_t makespan_ns = 0;              // ns: start to the last step's end
   MemoryBreakdown memory;                    // the binding GPU
   std::vector<MemoryBreakdown> memory_per_gpu;
@@ -50,11 +58,13 @@ struct SimulationResult {
 };
 
 // Runs `workload` (generated with `seed`) against the engine `cfg` describes (engine.backend is
-// taken to be "sim" whatever it says). Throws std::invalid_argument with a user-facing message
+// taken to be "sim" whatever it says), in the time sim.clock names; [cluster] workers need
+// "wall" (std::invalid_argument otherwise). Throws std::invalid_argument with a user-facing message
 // when the backend cannot be set up (unknown preset or hardware, model does not fit...).
 SimulationResult simulate(const config::Config& cfg, const WorkloadSpec& workload,
                           std::uint64_t seed, const SimulationOptions& options = {});
-// The same on a given catalogue (tests build faster hardware variants this way).
+// The same on a given catalogue (tests build faster hardware variants this way), always in
+// virtual time: sim.clock and [cluster] are ignored.
 SimulationResult simulate(const config::Config& cfg, const Catalogue& catalogue,
                           const WorkloadSpec& workload, std::uint64_t seed,
                           const SimulationOptions& options = {});

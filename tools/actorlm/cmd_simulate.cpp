@@ -1,5 +1,6 @@
 // `actorlm simulate FILE.toml`: a scenario's regimes side by side on its workloads, on the
-// virtual clock; `actorlm plan FILE.toml`: the capacity search of its [plan] table.
+// virtual clock (or the wall clock with sim.clock = "wall": then the head of a cluster when the
+// scenario's [cluster] names workers); `actorlm plan FILE.toml`: the capacity search of its [plan] table.
 // Tables go to stdout, progress and errors to stderr. Exit 0 ok, 1 bad input or a model that
 // does not fit, 2 usage.
 #include "sim/plan.hpp"
@@ -115,7 +116,9 @@ void add_simulate_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<SimulateOptions>();
   auto* cmd = app.add_subcommand(
       "simulate", "Run a scenario's regimes on its workloads in virtual time (sim backend): table, "
-                  "and CSV, JSON and SVG with --out");
+                  "and CSV, JSON and SVG with --out. With sim.clock = \"wall\" the run takes real time, and "
+                  "with [cluster] workers this process is the head of a cluster whose sim shards run in "
+                  "`actorlm worker` processes");
   cmd->add_option("file", o->file, "Scenario TOML (configs/scenarios/*.toml)")->required();
   cmd->add_option("--out", o->out, "Directory for CSV, JSON and SVG reports");
   cmd->add_option("--seed", o->seed, "Workload seed (default: the scenario's [scenario] seed)");

@@ -105,7 +105,7 @@ int run_worker(const WorkerCliOptions& o) {
     spdlog::info("worker listening on {} ({}; data plane on {}), tensor parallel {} x layer split {}: {}; {}", name,
                  tls ? "mutual TLS, peers need a certificate of cluster.tls_ca" : "plaintext", data_address,
                  cfg->engine.tensor_parallel_degree, cfg->engine.pipeline_parallel_degree, wo.description, wo.memory);
-    spdlog::info("waiting for a head (a serve or generate whose [cluster] workers names {})", name);
+    spdlog::info("waiting for a head (a serve, generate or simulate whose [cluster] workers names {})", name);
     unsigned char sig = 0;
     while (::read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR) {
     }

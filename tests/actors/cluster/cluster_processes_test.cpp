@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 using namespace actorlm::testing;
@@ -233,6 +234,92 @@ BOOST_AUTO_TEST_CASE(a_worker_of_another_configuration_is_refused_with_both_side
   BOOST_TEST(w2.log_reaches("configurations differ", std::chrono::seconds(5)), w2.log());
   // The first worker had said yes to the hello; the head's exit leaves it free.
   std::remove(head.c_str());
+}
+
+namespace {
+
+// `actorlm simulate` as a head: sim shards (Falcon-40B, TP 4 on a p4d.24xlarge's modelled A100s)
+// on the workers, in wall-clock time.
+std::string sim_sections(const std::string& clock) {
+  return "[engine]\nbackend = \"sim\"\nbatching = \"paged\"\ntensor_parallel_degree = 4\nstep_timeout_s = 10\n"
+         "[model]\npreset = \"falcon-40b\"\nmax_model_len = 1024\n[sim]\ninstance = \"p4d.24xlarge\"\nclock = \"" +
+         clock + "\"\n[cache]\nprefix_caching = false\n";
+}
+
+std::string sim_scenario(const std::string& clock, const std::vector<int>& ports, int requests, int output) {
+  std::string workers;
+  for (int p : ports) workers += (workers.empty() ? "\"" : ", \"") + std::string("127.0.0.1:") + std::to_string(p) + "\"";
+  return "[scenario]\nname = \"cluster head\"\nseed = 1\n" + sim_sections(clock) +
+         (ports.empty() ? "" : "[cluster]\nheartbeat_interval_s = 0.25\nconnect_timeout_s = 20\nworkers = [" + workers + "]\n") +
+         "[[workloads]]\nname = \"w\"\nrequests = " + std::to_string(requests) + "\ninput = 16\noutput = " +
+         std::to_string(output) + "\narrival = { process = \"closed_loop\", clients = 8 }\n";
+}
+
+std::string sim_worker_config() { return sim_sections("wall") + "[cluster]\nheartbeat_interval_s = 0.25\n"; }
+
+// `actorlm simulate` of `scenario`: its summary (report.json), after checking that it ran.
+json simulate_summary(const std::string& name, const std::string& scenario) {
+  const auto file = write_file(name + ".toml", scenario);
+  const std::string out = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-" + name;
+  const Run r = run_actorlm("simulate " + file + " --out " + out);
+  BOOST_REQUIRE_MESSAGE(r.status == 0, name << ": " << r.output);
+  std::ifstream in(out + "/w/report.json");
+  BOOST_REQUIRE_MESSAGE(in, name << ": no report.json\n" << r.output);
+  const json j = json::parse(in);
+  std::remove(file.c_str());
+  std::filesystem::remove_all(out);
+  return j["regimes"][0]["summary"];
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(simulate_as_a_head_runs_its_scenario_on_sim_shards_on_two_workers_in_wall_clock_time) {
+  WorkerProcess w1(sim_worker_config()), w2(sim_worker_config());
+  const json cluster = simulate_summary("sim-cluster", sim_scenario("wall", {w1.port(), w2.port()}, 24, 8));
+  BOOST_TEST(w1.log_reaches("loading ranks [0, 1] of 4", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w2.log_reaches("loading ranks [2, 3] of 4", std::chrono::seconds(5)), w2.log());
+  const json local = simulate_summary("sim-local", sim_scenario("wall", {}, 24, 8));
+  const json modelled = simulate_summary("sim-virtual", sim_scenario("virtual", {}, 24, 8));
+  for (const json* j : {&cluster, &local}) {
+    BOOST_TEST((*j)["completed"] == 24);
+    BOOST_TEST((*j)["failed"] == 0);
+    for (const char* key : {"input_tokens", "output_tokens", "batch_size_max"})
+      BOOST_TEST((*j)[key] == modelled[key], key << ": " << (*j)[key] << " against " << modelled[key] << " in virtual time");
+    BOOST_TEST((*j)["itl_s"]["count"] == modelled["itl_s"]["count"]);
+    // Every step sleeps its modelled time: wall-clock runs cannot be shorter than the model.
+    BOOST_TEST((*j)["duration_s"].get<double>() >= 0.95 * modelled["duration_s"].get<double>(),
+               (*j)["duration_s"] << " s against " << modelled["duration_s"] << " s modelled");
+  }
+  BOOST_TEST_MESSAGE("durations: cluster " << cluster["duration_s"] << " s, one process " << local["duration_s"]
+                                           << " s, virtual " << modelled["duration_s"] << " s");
+  // The head's departure leaves the workers free for the next head.
+  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(5)), w1.log());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests_and_the_run_still_reports) {
+  WorkerProcess w1(sim_worker_config()), w2(sim_worker_config());
+  const auto file = write_file("sim-kill.toml", sim_scenario("wall", {w1.port(), w2.port()}, 400, 64));
+  const std::string out = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-sim-kill";
+  auto run = std::async(std::launch::async, [&] { return run_actorlm("simulate " + file + " --out " + out); });
+  BOOST_REQUIRE(w2.log_reaches("ready in", std::chrono::seconds(20)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  w2.signal(SIGKILL);
+  BOOST_REQUIRE_MESSAGE(run.wait_for(std::chrono::seconds(30)) == std::future_status::ready,
+                        "simulate still running 30 s after the worker died");
+  const Run r = run.get();
+  BOOST_TEST(r.status == 0, r.output);
+  // The table says why: the engine's error names the lost worker.
+  BOOST_TEST(r.output.find("requests ended with an engine error, the first: shard rank") != std::string::npos, r.output);
+  BOOST_TEST(r.output.find("on worker 127.0.0.1:" + std::to_string(w2.port()) + " stopped") != std::string::npos,
+             r.output);
+  std::ifstream in(out + "/w/report.json");
+  BOOST_REQUIRE_MESSAGE(in, r.output);
+  const json j = json::parse(in)["regimes"][0]["summary"];
+  BOOST_TEST(j["completed"].get<int>() > 0);  // the ones before the kill
+  BOOST_TEST(j["failed"].get<int>() > 0);     // in flight or submitted after it
+  BOOST_TEST(j["completed"].get<int>() + j["failed"].get<int>() == 400);
+  std::remove(file.c_str());
+  std::filesystem::remove_all(out);
 }
 
 namespace {

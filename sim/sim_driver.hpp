@@ -1,0 +1,42 @@
+#pragma once
+// The simulator's client: one actor that submits a workload's requests at their arrival times
+// (open loop) or as its clients' previous ones finish (closed loop), and is every request's token
+// sink. simulate() runs it on CAF's test coordinator (virtual time), simulate_wall() on a real
+// actor system against the engine `actorlm serve` would build. Internal to sim/.
+#include "actors/scheduler/scheduler_protocol.hpp"
+#include "sim/metrics.hpp"
+#include "sim/workload.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace actorlm::sim::detail {
+
+// What the driver fills in; owned by the caller of spawn_driver. The driver writes it from its
+// actor's thread; `done` and `drained` may be read from another while it runs, the rest once
+// `drained` is true.
+struct Run {
+  std::vector<WorkloadRequest> workload;
+  std::vector<RequestTiming> timings;         // index = request id - 1
+  std::vector<scheduler::StepRecord> steps;   // relative times
+  std::atomic<std::size_t> done{0};           // finished or refused
+  std::uint64_t refused = 0;                  // submissions answered queue_full or too_long
+  std::uint64_t unavailable = 0;              // submissions refused by a failed engine
+  std::uint64_t errored = 0;                  // requests the engine ended with an error
+  std::string first_error;                    // the engine's word for the first of them
+  std::atomic<bool> drained{false};           // the final drains have answered
+};
+
+// Spawns the driver: it submits its first requests at once (t0: the actor clock's now, in ns, that
+// the run's times count from) and sets run->drained once every request is done and the
+// scheduler's records are collected.
+caf::actor spawn_driver(caf::actor_system& sys, Run* run, scheduler::scheduler_actor scheduler, std::int64_t t0,
+                        std::uint32_t vocab, std::optional<ClosedLoopArrivals> closed);
+
+// The progress bar simulate() draws on stderr.
+void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s);
+
+}  // namespace actorlm::sim::detail
