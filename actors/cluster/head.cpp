@@ -1,6 +1,7 @@
 #include "actors/cluster/head.hpp"
 
 #include "actors/cluster/rendezvous_store.hpp"
+#include "actors/cluster/worker_actor.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
@@ -25,12 +26,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Worker {
-  std::string address;  // "host:port" as configured
+  std::string address;  // "host:port" as configured, or "head"
+  bool local = false;   // "head": this process
   std::string host;
   std::uint16_t port = 0;
   std::vector<std::uint32_t> ranks;
   worker_actor handle;
 };
+
+// How logs and errors name where a rank lives.
+std::string label(const Worker& w) { return w.local ? "the head" : "worker " + w.address; }
 
 // One attempt to reach a worker: remote_actor blocks without limit on a host that accepts but
 // never answers (a stopped process), so it runs on a thread of its own, abandoned when the limit
@@ -87,7 +92,8 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
   std::vector<Worker> workers(c.workers.size());
   for (std::size_t i = 0; i < workers.size(); ++i) {
     workers[i].address = c.workers[i];
-    if (!config::split_host_port(c.workers[i], workers[i].host, workers[i].port))
+    workers[i].local = c.workers[i] == config::head_worker;
+    if (!workers[i].local && !config::split_host_port(c.workers[i], workers[i].host, workers[i].port))
       throw std::invalid_argument("cluster.workers[" + std::to_string(i) + "] = \"" + c.workers[i] + "\" is not host:port");
   }
   for (std::uint32_t r = 0; r < world; ++r) workers.at(placement.at(r)).ranks.push_back(r);
@@ -97,7 +103,16 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
   HeadHello hello{me, {}, fingerprint(cfg, identity)};
   caf::scoped_actor self{sys};
   for (auto& w : workers) {
-    w.handle = reach(sys, w, c.tls(), limit);
+    if (w.local) {
+      WorkerOptions local;
+      local.config = cfg;
+      local.name = "head (in process)";
+      local.data_address = config::head_data_address(c);
+      local.identity = identity;
+      w.handle = local_.actor = spawn_worker(sys, std::move(local));
+    } else {
+      w.handle = reach(sys, w, c.tls(), limit);
+    }
     hello.worker = w.address;
     WorkerHello answer;
     self->request(w.handle, std::chrono::duration_cast<caf::timespan>(limit), hello_atom::value, hello)
@@ -106,8 +121,12 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
                    throw std::runtime_error("worker " + w.address + " did not answer the hello: " + sys.render(e));
                  });
     if (!answer.refusal.empty()) throw std::runtime_error(answer.refusal);
-    spdlog::info("cluster: worker {} ({}) takes ranks [{}]: {}; {}", w.address, c.tls() ? "mutual TLS" : "plaintext",
-                 ranks_text(w.ranks), answer.description, answer.memory);
+    if (w.local)
+      spdlog::info("cluster: this process (the head) takes ranks [{}], data plane on {}", ranks_text(w.ranks),
+                   config::head_data_address(c));
+    else
+      spdlog::info("cluster: worker {} ({}) takes ranks [{}]: {}; {}", w.address, c.tls() ? "mutual TLS" : "plaintext",
+                   ranks_text(w.ranks), answer.description, answer.memory);
   }
 
   // Every worker loads its ranks at once: their data-plane joins wait for each other.
@@ -126,17 +145,17 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
     pending[i].receive(
         [&](std::vector<shard::shard_actor>& got) {
           if (got.size() != w.ranks.size()) {
-            failure = "worker " + w.address + " returned " + std::to_string(got.size()) + " shards for " +
+            failure = label(w) + " returned " + std::to_string(got.size()) + " shards for " +
                       std::to_string(w.ranks.size()) + " ranks";
             return;
           }
           for (std::size_t k = 0; k < got.size(); ++k) {
             shards_[w.ranks[k]] = std::move(got[k]);
-            locations_[w.ranks[k]] = "worker " + w.address;
+            locations_[w.ranks[k]] = label(w);
           }
         },
         [&](caf::error& e) {
-          if (failure.empty()) failure = "worker " + w.address + " could not host ranks [" + ranks_text(w.ranks) + "]: " + sys.render(e);
+          if (failure.empty()) failure = label(w) + " could not host ranks [" + ranks_text(w.ranks) + "]: " + sys.render(e);
         });
   }
   if (!failure.empty()) {
@@ -147,6 +166,10 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
   }
   spdlog::info("cluster: {} rank(s) on {} worker(s) ready in {:.1f} s", world, workers.size(),
                std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+ClusterShards::LocalWorker::~LocalWorker() {
+  if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
 }
 
 ClusterShards::~ClusterShards() {

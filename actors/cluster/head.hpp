@@ -2,7 +2,8 @@
 // The head's side of a cluster: reaches every worker of [cluster] workers (mutual TLS when the
 // cluster has certificates), checks that each runs the head's configuration, and has them host
 // their ranks (cluster.placement), the data plane joined through a rendezvous store the head
-// serves. The shard actors it hands back are remote: the engine addresses them like local ones,
+// serves. The entry "head" is this process: its ranks go to a worker actor spawned here (the
+// same hello and hosting, no network), which loads their weights beside the tokenizer. The shard actors it hands back are remote: the engine addresses them like local ones,
 // and the scheduler's monitor turns a lost worker into a failed engine within the heartbeat.
 
 #include "actors/config/config.hpp"
@@ -31,6 +32,16 @@ class ClusterShards {
   const std::vector<std::string>& locations() const { return locations_; }   // [world] "worker host:port"
 
  private:
+  // The head's own worker (with "head" in cluster.workers), stopped with this object, also when
+  // the constructor throws after spawning it; its ranks stop with it.
+  struct LocalWorker {
+    worker_actor actor;
+    LocalWorker() = default;
+    LocalWorker(const LocalWorker&) = delete;
+    LocalWorker& operator=(const LocalWorker&) = delete;
+    ~LocalWorker();
+  };
+  LocalWorker local_;
   store_actor store_;
   std::vector<shard::shard_actor> shards_;
   std::vector<std::string> locations_;

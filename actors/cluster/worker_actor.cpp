@@ -35,8 +35,11 @@ using self_ptr = worker_actor::stateful_pointer<WorkerState>;
 void drop_head(self_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.head.empty()) return;
-  spdlog::warn("worker {}: {}; stopping its {} shard(s) and waiting for a head", st.options->name, why,
-               st.shards.size());
+  if (why == "stopping")  // the worker itself ends (a signal, or the head's own worker with its head)
+    spdlog::info("worker {}: stopping its {} shard(s)", st.options->name, st.shards.size());
+  else
+    spdlog::warn("worker {}: {}; stopping its {} shard(s) and waiting for a head", st.options->name, why,
+                 st.shards.size());
   for (const auto& s : st.shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
   if (st.head_store) self->demonitor(st.head_store.address());
   st.shards.clear();

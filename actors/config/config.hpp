@@ -145,8 +145,12 @@ struct SimConfig {
 
 // [cluster]: shard actors on other nodes (actorlm worker). With workers set, the head (serve,
 // generate) hosts no rank itself: rank r runs on workers[placement[r]].
+// The cluster.workers entry that stands for the head's own process: its ranks run there, in an
+// in-process worker, beside the ranks on the other workers.
+inline constexpr std::string_view head_worker = "head";
+
 struct ClusterConfig {
-  std::vector<std::string> workers;  // "host:port", port in [1, 65535]
+  std::vector<std::string> workers;  // "host:port", port in [1, 65535], or head_worker (at most once)
   // [engine.world_size()]: each rank's index into workers; empty: contiguous and as even as
   // possible (worker i hosts ranks [i * ranks / n, (i + 1) * ranks / n), so a layer split's
   // stages go to the workers in order). Every worker hosts at least one rank.
@@ -159,6 +163,9 @@ struct ClusterConfig {
   // Plaintext with a non-loopback address (worker listen address, head's workers) is refused
   // unless this is true; then it is allowed with a warning at start.
   bool insecure = false;
+  // With "head" in workers: the address the head's own ranks take data-plane connections on
+  // (the others reach it there). Empty: 127.0.0.1, allowed only while every worker is on loopback.
+  std::string head_data_address;
   // The head's limit for a worker to answer, load its ranks' weights and join the data plane.
   double connect_timeout_s = 120;
   // Heartbeats between head and workers (both ends must agree): a peer silent for 4 intervals
@@ -169,6 +176,8 @@ struct ClusterConfig {
 };
 
 // The worker index of every rank (see ClusterConfig::placement); empty without workers.
+// head_data_address, or 127.0.0.1 when it is empty.
+std::string head_data_address(const ClusterConfig&);
 std::vector<std::uint32_t> worker_of_rank(const ClusterConfig&, std::int64_t world_size);
 // Whether a host name or address stays on this machine: localhost, 127.0.0.0/8, ::1.
 bool is_loopback_host(std::string_view host);

@@ -109,12 +109,14 @@ void read_sim(TableReader& r, SimConfig& c) {
 }
 
 void read_cluster(TableReader& r, ClusterConfig& c) {
-  r.string_array("workers", c.workers, is_host_port, "\"host:port\" with port in [1, 65535]");
+  r.string_array("workers", c.workers, [](std::string_view w) { return w == head_worker || is_host_port(w); },
+                 "\"host:port\" with port in [1, 65535], or \"head\" (this process)");
   r.integer_array("placement", c.placement, {0, 1023});
   r.string("tls_cert", c.tls_cert);
   r.string("tls_key", c.tls_key);
   r.string("tls_ca", c.tls_ca);
   r.boolean("insecure", c.insecure);
+  r.string("head_data_address", c.head_data_address);
   r.number("connect_timeout_s", c.connect_timeout_s, {0, 3600, /*lo_open=*/true});
   r.number("heartbeat_interval_s", c.heartbeat_interval_s, {0.01, 60});
 }
@@ -245,6 +247,23 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
                           "cluster.workers names " + n + " workers but " + c.engine.world_size_keys() + " = " + std::to_string(tp) +
                               " gives only " + std::to_string(tp) + " ranks to place");
   }
+  const auto heads = std::count(k.workers.begin(), k.workers.end(), head_worker);
+  if (heads > 1)
+    add_cross_field_error(errors, {{s.cluster, "workers"}},
+                          "cluster.workers names \"head\" " + std::to_string(heads) + " times; the head is one process: "
+                          "name it once and give it more ranks with cluster.placement");
+  const bool all_loopback = std::all_of(k.workers.begin(), k.workers.end(), [](const std::string& w) {
+    std::string host;
+    std::uint16_t port = 0;
+    return w == head_worker || (split_host_port(w, host, port) && is_loopback_host(host));
+  });
+  if (heads > 0 && k.head_data_address.empty() && !all_loopback)
+    add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "head_data_address"}},
+                          "cluster.workers puts ranks on the head and on other machines: set "
+                          "cluster.head_data_address to this machine's address that the workers reach");
+  if (heads == 0 && !k.head_data_address.empty())
+    add_cross_field_error(errors, {{s.cluster, "head_data_address"}, {s.cluster, "workers"}},
+                          "cluster.head_data_address is set but cluster.workers does not name \"head\"");
   const int tls_files = int(!k.tls_cert.empty()) + int(!k.tls_key.empty()) + int(!k.tls_ca.empty());
   if (tls_files != 0 && tls_files != 3)
     add_cross_field_error(errors, {{s.cluster, "tls_cert"}, {s.cluster, "tls_key"}, {s.cluster, "tls_ca"}},
@@ -304,6 +323,10 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
 }
 
 }  // namespace
+
+std::string head_data_address(const ClusterConfig& c) {
+  return c.head_data_address.empty() ? "127.0.0.1" : c.head_data_address;
+}
 
 std::vector<std::uint32_t> worker_of_rank(const ClusterConfig& c, std::int64_t world_size) {
   std::vector<std::uint32_t> out;

@@ -172,6 +172,7 @@ std::string to_toml(const Config& c) {
   w.entry("tls_key", c.cluster.tls_key);
   w.entry("tls_ca", c.cluster.tls_ca);
   w.entry("insecure", c.cluster.insecure);
+  w.entry("head_data_address", c.cluster.head_data_address);
   w.entry("connect_timeout_s", c.cluster.connect_timeout_s);
   w.entry("heartbeat_interval_s", c.cluster.heartbeat_interval_s);
   return out;

@@ -123,7 +123,7 @@ int run_worker(const WorkerCliOptions& o) {
 void add_worker_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<WorkerCliOptions>();
   CLI::App* w = app.add_subcommand(
-      "worker", "Host shard actors for a cluster's head (serve or generate with [cluster] workers): "
+      "worker", "Host shard actors for a cluster's head (serve, generate or a wall-clock simulate with [cluster] workers): "
                 "actorlm worker --listen 10.0.0.2:7001 --config node.toml");
   w->add_option("--listen", o->listen, "HOST:PORT to accept the head on (PORT 0: any free port, logged)")->required();
   w->add_option("--config", o->config_file,

@@ -83,6 +83,17 @@ Run run_actorlm(const std::string& args) {
   return r;
 }
 
+// Polls /ready until it answers `status`.
+bool ready_reaches(ServerProcess& s, int status, std::chrono::milliseconds timeout) {
+  auto c = s.client(5);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (status_of(c.Get("/ready")) == status) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 std::string write_file(const std::string& name, const std::string& text) {
   const std::string path = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-" + name;
   std::ofstream(path) << text;
@@ -171,6 +182,28 @@ BOOST_AUTO_TEST_CASE(ranks_on_two_workers_give_exactly_the_tokens_and_logprobs_o
   // Greedy text agrees with tensor parallel 1 too (log-probabilities differ in the last bits:
   // another summation order).
   BOOST_TEST(cluster.greedy["text"] == greedy_tp1["text"], cluster.greedy.dump() << " vs " << greedy_tp1.dump());
+}
+
+BOOST_AUTO_TEST_CASE(ranks_on_the_head_and_a_worker_give_exactly_the_tokens_and_logprobs_of_one_process_and_recover) {
+  const Answers tp = one_process_answers(kTp);
+  auto w1 = std::make_unique<WorkerProcess>(worker_config());
+  const int w1_port = w1->port();
+  // "head" first: rank 0 in the head's process, ranks 1 and 2 on the worker.
+  std::string config = head_config({w1_port});
+  config.replace(config.find("workers = ["), 11, "workers = [\"head\", ");
+  ServerProcess head(config);
+  BOOST_TEST(head.log().find("this process (the head) takes ranks [0]") != std::string::npos, head.log());
+  BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
+  check_same_answers(answers_of(head), tp, "one process");
+
+  // The worker lost: the head's own rank is let go with the engine, and both come back with it.
+  w1->signal(SIGKILL);
+  BOOST_TEST(ready_reaches(head, 503, std::chrono::seconds(10)), head.log());
+  BOOST_TEST(head.log_reaches("stopping its 1 shard(s)", std::chrono::seconds(10)), head.log());
+  w1.reset();
+  WorkerProcess again(worker_config(), w1_port);
+  BOOST_TEST(ready_reaches(head, 200, std::chrono::seconds(30)), head.log());
+  check_same_answers(answers_of(head), tp, "one process");
 }
 
 BOOST_AUTO_TEST_CASE(a_layer_split_over_two_workers_gives_exactly_the_tokens_and_logprobs_of_one_rank) {
@@ -353,16 +386,6 @@ double fault_mid_stream(ServerProcess& head, WorkerProcess& victim, int sig, Str
 }
 
 // Polls /ready until it answers `status`; false after `timeout`.
-bool ready_reaches(ServerProcess& s, int status, std::chrono::milliseconds timeout) {
-  auto c = s.client(5);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (status_of(c.Get("/ready")) == status) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
 void check_error_names(const Stream& streamed, const json& body, const std::string& what, const std::string& log) {
   BOOST_TEST(body["error"]["type"] == "server_error", body.dump() << "\n" << log);
   BOOST_TEST(body["error"].value("message", "").find(what) != std::string::npos, body.dump());

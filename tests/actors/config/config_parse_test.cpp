@@ -165,6 +165,17 @@ BOOST_AUTO_TEST_CASE(reads_every_key_of_a_full_file) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(the_head_may_host_ranks_beside_its_workers) {
+  const Config local = parse_ok("[engine]\ntensor_parallel_degree = 3\n[cluster]\nworkers = [\"head\", \"127.0.0.1:7101\"]\n").config;
+  BOOST_TEST(local.cluster.workers.front() == "head");
+  BOOST_TEST(head_data_address(local.cluster) == "127.0.0.1");  // every worker on loopback
+  BOOST_TEST(worker_of_rank(local.cluster, 3) == (std::vector<std::uint32_t>{0, 1, 1}), boost::test_tools::per_element());
+  const Config remote = parse_ok(
+      "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"10.0.0.2:7101\", \"head\"]\n"
+      "head_data_address = \"10.0.0.1\"\ninsecure = true\n").config;
+  BOOST_TEST(head_data_address(remote.cluster) == "10.0.0.1");
+}
+
 BOOST_AUTO_TEST_CASE(accepts_an_integer_where_a_float_is_expected) {
   const Config c = parse_ok("[cache]\nswap_space = 4\ngpu_memory_utilization = 1\n"
                             "[server]\ndrain_timeout_s = 0\n").config;

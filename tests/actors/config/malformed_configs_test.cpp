@@ -159,7 +159,7 @@ const std::vector<MalformedCase> cases = {
 
     // Cluster workers, each bad entry by index.
     {"worker_without_port", "[cluster]\nworkers = [\"node1:80\", \"node2\"]\n", 2, 24,
-     "cluster.workers[1]", "expected \"host:port\" with port in [1, 65535], found \"node2\""},
+     "cluster.workers[1]", "expected \"host:port\" with port in [1, 65535], or \"head\" (this process), found \"node2\""},
     {"worker_port_out_of_range", "[cluster]\nworkers = [\"node1:70000\"]\n", 2, 12,
      "cluster.workers[0]", "found \"node1:70000\""},
     {"worker_without_host", "[cluster]\nworkers = [\":80\"]\n", 2, 12, "cluster.workers[0]",
@@ -167,7 +167,7 @@ const std::vector<MalformedCase> cases = {
     {"worker_not_a_string", "[cluster]\nworkers = [\"a:1\", 7]\n", 2, 19, "cluster.workers[1]",
      "found an integer (7)"},
     {"workers_not_an_array", "[cluster]\nworkers = \"node1:80\"\n", 2, 11, "cluster.workers",
-     "expected an array of \"host:port\" with port in [1, 65535], found a string"},
+     "expected an array of \"host:port\" with port in [1, 65535], or \"head\" (this process), found a string"},
 
     // Cluster rules across keys: placement, TLS, plaintext off the machine, virtual time.
     {"more_workers_than_ranks", "[cluster]\nworkers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n", 2, 11,
@@ -188,6 +188,13 @@ const std::vector<MalformedCase> cases = {
     {"sim_cluster_in_virtual_time",
      "[engine]\nbackend = \"sim\"\n[model]\npreset = \"falcon-40b\"\n[cluster]\nworkers = [\"127.0.0.1:1\"]\n", 6, 11,
      "cluster.workers", "sim shards on cluster workers run in wall-clock time"},
+    {"head_named_twice", "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"head\", \"head\"]\n", 4, 11,
+     "cluster.workers", "cluster.workers names \"head\" 2 times"},
+    {"head_ranks_beside_other_machines_without_an_address",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"head\", \"10.0.0.2:7001\"]\ninsecure = true\n", 4, 11,
+     "cluster.workers", "set cluster.head_data_address to this machine's address that the workers reach"},
+    {"head_data_address_without_head", "[cluster]\nhead_data_address = \"10.0.0.1\"\n", 2, 21,
+     "cluster.head_data_address", "cluster.workers does not name \"head\""},
     {"placement_of_the_wrong_length_for_a_layer_split",
      "[engine]\npipeline_parallel_degree = 3\n[cluster]\nworkers = [\"127.0.0.1:1\"]\nplacement = [0]\n", 5, 13,
      "cluster.placement",
