@@ -241,17 +241,28 @@ BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_c
   BOOST_TEST(refused.status == 1, refused.output);
   BOOST_TEST(refused.output.find("cannot reach worker " + w1.address()) != std::string::npos, refused.output);
   BOOST_TEST(refused.output.find("TLS") != std::string::npos, refused.output);
+  // The worker says who it refused and why (tools/actorlm/tls_refusal_log.cpp).
+  BOOST_TEST(w1.log_reaches("TLS: refused a connection from 127.0.0.1:", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w1.log().find("the peer's alert") != std::string::npos, w1.log());
 
   const auto plain_head = write_file("plain.toml", head_config(ports));
   const Run plain = run_actorlm("generate --max-tokens 4 --config " + plain_head);
   BOOST_TEST(plain.status == 1, plain.output);
   BOOST_TEST(plain.output.find("cannot reach worker " + w1.address()) != std::string::npos, plain.output);
+  BOOST_TEST(w1.log_reaches("wrong version number; it sent no certificate", std::chrono::seconds(5)), w1.log());
 
-  // The refusals left the workers as they were: the cluster's own head is served.
+  // The refusals left the workers as they were: the cluster's own head is served, and logs no refusal.
+  const auto refusals = [&] {
+    std::size_t n = 0;
+    for (auto at = w1.log().find("TLS: refused"); at != std::string::npos; at = w1.log().find("TLS: refused", at + 1)) ++n;
+    return n;
+  };
+  const std::size_t before = refusals();
   ServerProcess head(head_config(ports, &head_tls));
   BOOST_TEST(head.log().find("(mutual TLS) takes ranks") != std::string::npos, head.log());
   const json greedy = complete(head, false, 8);
   BOOST_TEST(!greedy["text"].get<std::string>().empty());
+  BOOST_TEST(refusals() == before, w1.log());
   std::remove(rogue_head.c_str());
   std::remove(plain_head.c_str());
 }
