@@ -122,9 +122,72 @@ Stats select_stats(std::vector<T>& samples, Out out) {
   return s;
 }
 
-// The same over nanoseconds, reported in seconds: integer sums are exact and integer selection
-// cheaper (the inter-token gaps of a long run number in the millions).
-Stats stats_of_ns(std::vector<std::int64_t> ns) { return select_stats(ns, [](auto x) { return seconds(x); }); }
+// The inter-token gaps of the completed requests (millions in a long run), without gathering
+// them: a pass for count, sum, min and max; a pass counting them into at most 2^16 buckets of
+// equal width; then only the buckets that hold the p50, p90 and p99 ranks are gathered and
+// selected in. Exactly select_stats' values (the same ranks of the same multiset). Gathering all
+// gaps and three nth_elements over them were about 7 % of a 20,000-request simulation.
+Stats gap_stats(std::span<const RequestTiming> requests) {
+  auto each_gap = [&](auto f) {
+    for (const RequestTiming& r : requests)
+      if (r.completed)
+        for (std::size_t i = 1; i < r.token_ns.size(); ++i) f(r.token_ns[i] - r.token_ns[i - 1]);
+  };
+  std::size_t n = 0;
+  std::int64_t sum = 0, lo = std::numeric_limits<std::int64_t>::max(), hi = std::numeric_limits<std::int64_t>::min();
+  each_gap([&](std::int64_t g) {
+    ++n;
+    sum += g;
+    lo = std::min(lo, g);
+    hi = std::max(hi, g);
+  });
+  Stats s;
+  if (n == 0) return s;
+  s.count = n;
+  s.mean = seconds(sum) / static_cast<double>(n);
+  s.max = seconds(hi);
+  // Bucket of g: (g - lo) >> shift, below 2^16. The span is taken unsigned: gaps may be negative
+  // only in a broken record, and then still land in order.
+  const auto span = static_cast<std::uint64_t>(hi) - static_cast<std::uint64_t>(lo);
+  int shift = 0;
+  while ((span >> shift) >= (std::uint64_t{1} << 16)) ++shift;
+  const auto bucket = [&](std::int64_t g) {
+    return static_cast<std::size_t>((static_cast<std::uint64_t>(g) - static_cast<std::uint64_t>(lo)) >> shift);
+  };
+  std::vector<std::size_t> counts((span >> shift) + 1, 0);
+  each_gap([&](std::int64_t g) { ++counts[bucket(g)]; });
+  // Each percentile's rank (as select_stats takes it), its bucket, and its rank within the bucket.
+  struct Target {
+    double* field;
+    std::size_t bucket = 0, within = 0;
+  };
+  std::vector<Target> targets;
+  for (auto [p, field] : {std::pair{50.0, &s.p50}, std::pair{90.0, &s.p90}, std::pair{99.0, &s.p99}}) {
+    const double rank = std::ceil(p * static_cast<double>(n) / 100.0);
+    std::size_t k = static_cast<std::size_t>(std::clamp(rank, 1.0, double(n))) - 1;
+    std::size_t b = 0;
+    while (k >= counts[b]) k -= counts[b++];
+    targets.push_back({field, b, k});
+  }
+  std::vector<std::vector<std::int64_t>> gathered(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) gathered[t].reserve(counts[targets[t].bucket]);
+  each_gap([&](std::int64_t g) {
+    const std::size_t b = bucket(g);
+    for (std::size_t t = 0; t < targets.size(); ++t)
+      if (targets[t].bucket == b) {
+        gathered[t].push_back(g);
+        break;  // targets sharing a bucket share the first one's gathering
+      }
+  });
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    std::size_t from = t;  // the first target of the same bucket holds its values
+    while (from > 0 && targets[from - 1].bucket == targets[t].bucket) --from;
+    auto& v = gathered[from];
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(targets[t].within), v.end());
+    *targets[t].field = seconds(v[targets[t].within]);
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -154,10 +217,6 @@ Summary summarize(std::span<const RequestTiming> requests,
   out.requests = requests.size();
   out.slo = options.slo;
   std::vector<double> ttft, tpot, e2e, queue;  // s
-  std::vector<std::int64_t> itl;               // ns
-  std::size_t gaps = 0;
-  for (const RequestTiming& r : requests) gaps += r.token_ns.empty() ? 0 : r.token_ns.size() - 1;
-  itl.reserve(gaps);  // millions of gaps in a long run: one allocation, not a doubling series
   std::int64_t first_arrival = std::numeric_limits<std::int64_t>::max();
   std::int64_t last_finish = std::numeric_limits<std::int64_t>::min();
   for (const RequestTiming& r : requests) {
@@ -173,8 +232,6 @@ Summary summarize(std::span<const RequestTiming> requests,
     if (m.tpot_s >= 0) tpot.push_back(m.tpot_s);
     if (m.e2e_s >= 0) e2e.push_back(m.e2e_s);
     if (m.queue_s >= 0) queue.push_back(m.queue_s);
-    for (std::size_t i = 1; i < r.token_ns.size(); ++i)
-      itl.push_back(r.token_ns[i] - r.token_ns[i - 1]);
   }
   out.failed = out.requests - out.completed;
   if (out.completed > 0 && last_finish > first_arrival) {
@@ -188,7 +245,7 @@ Summary summarize(std::span<const RequestTiming> requests,
     out.slo_attainment = static_cast<double>(out.slo_met) / static_cast<double>(out.requests);
   out.ttft_s = stats_of(std::move(ttft));
   out.tpot_s = stats_of(std::move(tpot));
-  out.itl_s = stats_of_ns(std::move(itl));
+  out.itl_s = gap_stats(requests);
   out.e2e_s = stats_of(std::move(e2e));
   out.queue_s = stats_of(std::move(queue));
 

@@ -18,6 +18,7 @@ packages=(
   python3-venv            # the test set-up's virtual environment for the openai client
   libcpp-httplib-dev      # the HTTP clients of the tests and benchmarks
   openssl                 # certificates for the cluster's mutual TLS (tools/cluster/make_certs.sh)
+  libssl-dev              # OpenSSL headers: the worker logs whom TLS refused (tools/actorlm/tls_refusal_log.cpp)
   iproute2                # ip netns / veth / tc for the cluster test on real addresses
 )
 

@@ -73,6 +73,57 @@ BOOST_AUTO_TEST_CASE(a_tiny_run_is_summarized_exactly) {
   BOOST_TEST(sum.series[1].kv_used_fraction == 0.5);
 }
 
+// The token gaps' percentiles come from a bucketed selection that never gathers every gap: they
+// must be exactly the nearest-rank percentiles of all gaps sorted, whatever their spread (one
+// value, a few, a wide uniform range, a long tail, spans beyond 2^16 ns and near 2^50 ns).
+BOOST_AUTO_TEST_CASE(token_gap_percentiles_equal_those_of_every_gap_sorted) {
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int kind = trial % 5;
+    auto gap = [&]() -> std::int64_t {
+      switch (kind) {
+        case 0: return 25'000'000;                                        // one value
+        case 1: return 20'000'000 + 1'000'000 * std::int64_t(rng() % 4);  // a few values
+        case 2: return std::int64_t(rng() % 5'000'000);                   // a wide uniform range
+        case 3: return std::int64_t(std::exp(double(rng() % 2000) / 100.0));  // a long tail
+        default: return std::int64_t(rng() >> 2);                         // spans near 2^62 (/ 4096 below)
+      }
+    };
+    std::vector<RequestTiming> requests(1 + rng() % 40);
+    std::vector<double> all;  // s, of the completed requests
+    std::int64_t sum = 0;
+    for (auto& r : requests) {
+      r.completed = rng() % 5 != 0;
+      r.arrival_ns = 0;
+      std::int64_t t = 0;
+      const auto tokens = rng() % 60;
+      for (std::size_t k = 0; k < tokens; ++k) {
+        if (k > 0) {
+          const std::int64_t g = kind == 4 ? gap() / 4096 : gap();  // their sum stays below 2^63
+          t += g;
+          if (r.completed) {
+            all.push_back(double(g) / 1e9);
+            sum += g;
+          }
+        }
+        r.token_ns.push_back(t);
+      }
+      r.first_token_ns = r.token_ns.empty() ? -1 : r.token_ns.front();
+      r.finished_ns = t;
+      r.output_tokens = static_cast<std::uint32_t>(r.token_ns.size());
+    }
+    const Stats got = summarize(requests, {}).itl_s;
+    std::sort(all.begin(), all.end());
+    BOOST_TEST_REQUIRE(got.count == all.size(), "trial " << trial);
+    if (all.empty()) continue;
+    BOOST_TEST(got.p50 == percentile(all, 50), "trial " << trial);
+    BOOST_TEST(got.p90 == percentile(all, 90), "trial " << trial);
+    BOOST_TEST(got.p99 == percentile(all, 99), "trial " << trial);
+    BOOST_TEST(got.max == all.back(), "trial " << trial);
+    BOOST_TEST(got.mean == double(sum) / 1e9 / double(all.size()), "trial " << trial);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(goodput_counts_requests_meeting_every_threshold) {
   const auto requests = tiny_run();
   SummaryOptions options;
