@@ -59,6 +59,19 @@ std::vector<scheduler::TokenId> make_prompt(std::uint64_t id, std::uint32_t leng
   return out;
 }
 
+// The run cannot end as it should: say why, and let the caller's loop go.
+void stop(driver_ptr self, const std::string& why) {
+  auto& run = *self->state.run;
+  if (run.drained || run.stopped) return;
+  run.stop_reason = why;
+  run.stopped = true;
+  self->quit();
+}
+
+void drain_failed(driver_ptr self, const caf::error& e) {
+  stop(self, "the scheduler did not hand over its records: " + self->system().render(e));
+}
+
 void drain_steps(driver_ptr self, bool final = false) {
   self->request(self->state.scheduler, caf::infinite, scheduler::sched_records_atom::value)
       .then([self, final](std::vector<scheduler::StepRecord>& records) {
@@ -70,7 +83,8 @@ void drain_steps(driver_ptr self, bool final = false) {
           st.run->steps.push_back(r);
         }
         if (final && --st.final_drains == 0) st.run->drained = true;
-      });
+      },
+      [self](const caf::error& e) { drain_failed(self, e); });
 }
 
 void drain_requests(driver_ptr self, bool final = false) {
@@ -83,7 +97,8 @@ void drain_requests(driver_ptr self, bool final = false) {
             st.run->timings[r.id - 1].first_scheduled_ns = r.first_scheduled - st.t0;
         }
         if (final && --st.final_drains == 0) st.run->drained = true;
-      });
+      },
+      [self](const caf::error& e) { drain_failed(self, e); });
 }
 
 void request_done(driver_ptr self);
@@ -106,6 +121,10 @@ void submit(driver_ptr self) {
         if (status == scheduler::SubmitStatus::accepted) return;
         // A failed request: the engine lost a component (a worker), or queue_full or too_long.
         ++(status == scheduler::SubmitStatus::unavailable ? self->state.run->unavailable : self->state.run->refused);
+        request_done(self);
+      },
+      [self](const caf::error&) {  // no answer at all: the scheduler is gone (its down message says why)
+        ++self->state.run->unavailable;
         request_done(self);
       });
 }
@@ -156,6 +175,11 @@ driver_actor::behavior_type driver(driver_ptr self, Run* run, scheduler::schedul
     arrivals_due(self);
   }
   if (run->workload.empty()) run->drained = true;
+  // Requests in flight would never finish without the scheduler: the run stops, saying why.
+  self->monitor(st.scheduler);
+  self->set_down_handler([self](const caf::down_msg& dm) {
+    stop(self, "the engine's scheduler stopped: " + self->system().render(dm.reason));
+  });
   return {
       [self](const scheduler::SinkBatch& batch) {
         auto& st = self->state;
@@ -197,14 +221,21 @@ driver_actor::behavior_type driver(driver_ptr self, Run* run, scheduler::schedul
 
 caf::actor spawn_driver(caf::actor_system& sys, Run* run, scheduler::scheduler_actor sched, std::int64_t t0,
                         std::uint32_t vocab, std::optional<ClosedLoopArrivals> closed) {
-  return caf::actor_cast<caf::actor>(sys.spawn(driver, run, std::move(sched), t0, vocab, closed));
+  auto drv = sys.spawn(driver, run, std::move(sched), t0, vocab, closed);
+  // Whatever ends the driver early (an exception in a handler, an unexpected exit) ends the run.
+  drv->attach_functor([run](const caf::error& reason) {
+    if (run->drained || run->stopped) return;
+    run->stop_reason = "the simulation's driver stopped: " + to_string(reason);
+    run->stopped = true;
+  });
+  return caf::actor_cast<caf::actor>(drv);
 }
 
-void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s) {
+void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s, bool wall) {
   constexpr int width = 30;
   const int filled = total ? static_cast<int>(width * done / total) : width;
-  std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu requests, %.1f s simulated", label.c_str(), filled,
-               "##############################", width - filled, "", done, total, t_s);
+  std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu requests, %.1f s %s", label.c_str(), filled,
+               "##############################", width - filled, "", done, total, t_s, wall ? "elapsed" : "simulated");
   std::fflush(stderr);
 }
 

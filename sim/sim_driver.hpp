@@ -28,15 +28,19 @@ struct Run {
   std::uint64_t errored = 0;                  // requests the engine ended with an error
   std::string first_error;                    // the engine's word for the first of them
   std::atomic<bool> drained{false};           // the final drains have answered
+  // The driver stopped before the run's end (the scheduler died or failed to answer, the driver
+  // itself failed): `stop_reason` says why, written before `stopped` is set.
+  std::atomic<bool> stopped{false};
+  std::string stop_reason;
 };
 
 // Spawns the driver: it submits its first requests at once (t0: the actor clock's now, in ns, that
 // the run's times count from) and sets run->drained once every request is done and the
-// scheduler's records are collected.
+// scheduler's records are collected, or run->stopped when it cannot get there.
 caf::actor spawn_driver(caf::actor_system& sys, Run* run, scheduler::scheduler_actor scheduler, std::int64_t t0,
                         std::uint32_t vocab, std::optional<ClosedLoopArrivals> closed);
 
-// The progress bar simulate() draws on stderr.
-void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s);
+// The progress bar simulate() draws on stderr; `t_s` is simulated time, or with `wall` elapsed.
+void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s, bool wall = false);
 
 }  // namespace actorlm::sim::detail

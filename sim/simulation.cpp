@@ -85,32 +85,31 @@ SimulationResult simulate_wall(const config::Config& cfg, const WorkloadSpec& wo
   caf::actor_system_config sys_cfg;
   serving::configure_actor_system(sys_cfg, cfg);
   caf::actor_system sys{sys_cfg};
-  std::string where;
   {
     serving::ServedModel model(sys, cfg);
-    where = model.description();
     const std::int64_t t0 = clock_ns(sys.clock());
     const auto drv = detail::spawn_driver(sys, &run, model.engine().actors().scheduler, t0, model.vocab_size(),
                                           closed_loop_clients(workload)
                                               ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
                                               : std::nullopt);
+    const auto elapsed_s = [&] { return double(clock_ns(sys.clock()) - t0) * 1e-9; };
     bool printed = false;
-    while (!run.drained) {
+    while (!run.drained && !run.stopped) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       if (options.progress && std::chrono::steady_clock::now() - wall0 > std::chrono::milliseconds(500)) {
         printed = true;
-        detail::print_progress(options.label, run.done, run.workload.size(), double(clock_ns(sys.clock()) - t0) * 1e-9);
+        detail::print_progress(options.label, run.done, run.workload.size(), elapsed_s(), true);
       }
     }
     if (printed) {
-      detail::print_progress(options.label, run.done, run.workload.size(), double(clock_ns(sys.clock()) - t0) * 1e-9);
+      detail::print_progress(options.label, run.done, run.workload.size(), elapsed_s(), true);
       std::fputc('\n', stderr);
     }
     caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   }  // the engine stops, and with [cluster] the workers are let go
+  if (run.stopped) throw std::runtime_error("simulate: the run stopped before its end: " + run.stop_reason);
   SimulationResult out = result_of(run, backend, options, wall0);
-  if (!cfg.cluster.workers.empty()) out.backend += " (ranks on the cluster's workers, wall-clock time)";
-  else out.backend += " (wall-clock time)";
+  out.backend += cfg.cluster.workers.empty() ? " (wall-clock time)" : " (ranks placed by [cluster] workers, wall-clock time)";
   return out;
 }
 
@@ -176,11 +175,12 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
     detail::print_progress(options.label, run.done, run.workload.size(), virtual_s());
     std::fputc('\n', stderr);
   }
-  if (run.done == run.workload.size() && !run.drained)
-    throw std::logic_error("simulate: the scheduler's records were not collected");  // a bug
   engine::stop_engine(engine);
   caf::anon_send_exit(drv, caf::exit_reason::user_shutdown);
   sched.run();  // lets the actors see their exit messages before the system shuts down
+  if (run.stopped) throw std::runtime_error("simulate: the run stopped before its end: " + run.stop_reason);
+  if (run.done == run.workload.size() && !run.drained)
+    throw std::logic_error("simulate: the scheduler's records were not collected");  // a bug
 
   SimulationResult out = result_of(run, backend, options, wall0);
   out.events = events;

@@ -118,7 +118,7 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
     self->request(w.handle, std::chrono::duration_cast<caf::timespan>(limit), hello_atom::value, hello)
         .receive([&](WorkerHello& a) { answer = std::move(a); },
                  [&](caf::error& e) {
-                   throw std::runtime_error("worker " + w.address + " did not answer the hello: " + sys.render(e));
+                   throw std::runtime_error(label(w) + " did not answer the hello: " + sys.render(e));
                  });
     if (!answer.refusal.empty()) throw std::runtime_error(answer.refusal);
     if (w.local)
@@ -168,11 +168,13 @@ ClusterShards::ClusterShards(caf::actor_system& sys, const config::Config& cfg, 
                std::chrono::duration<double>(Clock::now() - t0).count());
 }
 
-ClusterShards::LocalWorker::~LocalWorker() {
+void ClusterShards::LocalWorker::stop() {
   if (actor) caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
+  actor = nullptr;
 }
 
 ClusterShards::~ClusterShards() {
+  local_.stop();  // first: its shards stop as its own, not as a lost head's
   if (store_) caf::anon_send_exit(store_, caf::exit_reason::user_shutdown);
 }
 

@@ -29,7 +29,7 @@ class ClusterShards {
   ClusterShards& operator=(const ClusterShards&) = delete;
 
   const std::vector<shard::shard_actor>& shards() const { return shards_; }  // [world]
-  const std::vector<std::string>& locations() const { return locations_; }   // [world] "worker host:port"
+  const std::vector<std::string>& locations() const { return locations_; }   // [world] "worker host:port" or "the head"
 
  private:
   // The head's own worker (with "head" in cluster.workers), stopped with this object, also when
@@ -39,7 +39,8 @@ class ClusterShards {
     LocalWorker() = default;
     LocalWorker(const LocalWorker&) = delete;
     LocalWorker& operator=(const LocalWorker&) = delete;
-    ~LocalWorker();
+    ~LocalWorker() { stop(); }
+    void stop();
   };
   LocalWorker local_;
   store_actor store_;

@@ -32,10 +32,11 @@ using self_ptr = worker_actor::stateful_pointer<WorkerState>;
 
 // Stops the shards of the head being served and forgets it: their weights and KV cache are
 // freed when the shard actors end.
+// `why` empty: the worker itself ends (a signal, or the head's own worker with its head).
 void drop_head(self_ptr self, const std::string& why) {
   auto& st = self->state;
   if (st.head.empty()) return;
-  if (why == "stopping")  // the worker itself ends (a signal, or the head's own worker with its head)
+  if (why.empty())
     spdlog::info("worker {}: stopping its {} shard(s)", st.options->name, st.shards.size());
   else
     spdlog::warn("worker {}: {}; stopping its {} shard(s) and waiting for a head", st.options->name, why,
@@ -106,7 +107,7 @@ worker_actor::behavior_type worker_fn(self_ptr self, std::shared_ptr<const Worke
       drop_head(self, self->state.head + " is gone (" + self->system().render(dm.reason) + ")");
   });
   self->set_exit_handler([self](caf::exit_msg& em) {
-    drop_head(self, "stopping");
+    drop_head(self, {});
     self->quit(em.reason);
   });
   return {

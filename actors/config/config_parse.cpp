@@ -261,6 +261,15 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "head_data_address"}},
                           "cluster.workers puts ranks on the head and on other machines: set "
                           "cluster.head_data_address to this machine's address that the workers reach");
+  const std::string& hda = k.head_data_address;
+  if (heads > 0 && (hda == "0.0.0.0" || hda == "::" || hda == "[::]"))
+    add_cross_field_error(errors, {{s.cluster, "head_data_address"}},
+                          "cluster.head_data_address = \"" + hda +
+                              "\" names no single address: give the one the workers reach this machine at");
+  else if (heads > 0 && !hda.empty() && !all_loopback && is_loopback_host(hda))
+    add_cross_field_error(errors, {{s.cluster, "head_data_address"}, {s.cluster, "workers"}},
+                          "cluster.head_data_address = \"" + hda +
+                              "\" is a loopback address, which the workers on other machines cannot reach");
   if (heads == 0 && !k.head_data_address.empty())
     add_cross_field_error(errors, {{s.cluster, "head_data_address"}, {s.cluster, "workers"}},
                           "cluster.head_data_address is set but cluster.workers does not name \"head\"");

@@ -75,18 +75,20 @@ BOOST_AUTO_TEST_CASE(a_tiny_run_is_summarized_exactly) {
 
 // The token gaps' percentiles come from a bucketed selection that never gathers every gap: they
 // must be exactly the nearest-rank percentiles of all gaps sorted, whatever their spread (one
-// value, a few, a wide uniform range, a long tail, spans beyond 2^16 ns and near 2^50 ns).
+// value, a few, a wide uniform range, a long tail, spans beyond 2^16 ns and near 2^50 ns, and the
+// negative gaps of a broken record).
 BOOST_AUTO_TEST_CASE(token_gap_percentiles_equal_those_of_every_gap_sorted) {
   std::mt19937_64 rng(3);
   for (int trial = 0; trial < 300; ++trial) {
-    const int kind = trial % 5;
+    const int kind = trial % 6;
     auto gap = [&]() -> std::int64_t {
       switch (kind) {
         case 0: return 25'000'000;                                        // one value
         case 1: return 20'000'000 + 1'000'000 * std::int64_t(rng() % 4);  // a few values
         case 2: return std::int64_t(rng() % 5'000'000);                   // a wide uniform range
         case 3: return std::int64_t(std::exp(double(rng() % 2000) / 100.0));  // a long tail
-        default: return std::int64_t(rng() >> 2);                         // spans near 2^62 (/ 4096 below)
+        case 4: return std::int64_t(rng() >> 2);                          // spans near 2^62 (/ 4096 below)
+        default: return std::int64_t(rng() % 2001) - 1000;                // a broken record: gaps below 0 too
       }
     };
     std::vector<RequestTiming> requests(1 + rng() % 40);

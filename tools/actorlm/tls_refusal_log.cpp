@@ -6,8 +6,10 @@
 // side. libcaf_openssl calls SSL_accept through its PLT, so this executable's SSL_accept comes
 // first: it calls OpenSSL's own (dlsym RTLD_NEXT), and when the handshake fails for good it logs
 // the peer's address, OpenSSL's reason, the certificate check's verdict and the certificate's
-// subject when one was sent. It changes nothing else: the result is returned as it was, and
-// OpenSSL's error queue is only peeked, so CAF sees the same failure as before.
+// subject when one was sent. The result and errno are returned as they were; the thread's
+// OpenSSL error queue is cleared before the call (as OpenSSL asks before any TLS I/O call, so
+// that SSL_get_error is reliable; CAF does not, and stale errors of an earlier connection would
+// otherwise be reported as this one's) and only peeked after it, so CAF sees the same failure.
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -19,6 +21,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <string>
 
 namespace {
@@ -79,14 +82,19 @@ struct Handshake {
 
 void free_handshake(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) { delete static_cast<Handshake*>(ptr); }
 
-Handshake& handshake_of(SSL* ssl) {
+// Null when OpenSSL has no ex_data slot to give (then nothing is logged).
+Handshake* handshake_of(SSL* ssl) {
   static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, free_handshake);
+  if (index < 0) return nullptr;
   auto* h = static_cast<Handshake*>(SSL_get_ex_data(ssl, index));
   if (h == nullptr) {
     h = new Handshake{peer_address(SSL_get_fd(ssl))};
-    SSL_set_ex_data(ssl, index, h);
+    if (SSL_set_ex_data(ssl, index, h) != 1) {
+      delete h;
+      return nullptr;
+    }
   }
-  return *h;
+  return h;
 }
 
 }  // namespace
@@ -95,14 +103,24 @@ extern "C" int SSL_accept(SSL* ssl) {
   using accept_fn = int (*)(SSL*);
   static const auto real = reinterpret_cast<accept_fn>(::dlsym(RTLD_NEXT, "SSL_accept"));
   if (real == nullptr) return -1;  // cannot happen while libssl is loaded; fail closed
-  Handshake& h = handshake_of(ssl);  // before the call: a refusing peer may close its end meanwhile
+  Handshake* h = nullptr;
+  try {
+    h = handshake_of(ssl);  // before the call: a refusing peer may close its end meanwhile
+  } catch (...) {           // no memory: the handshake goes on unlogged
+  }
+  ERR_clear_error();
   const int ret = real(ssl);
-  if (ret <= 0 && !h.logged) {
+  if (ret <= 0 && h != nullptr && !h->logged) {
+    const int saved_errno = errno;
     const int error = SSL_get_error(ssl, ret);
     if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
-      h.logged = true;
-      spdlog::warn("TLS: refused a connection from {}: {}", h.peer, refusal_reason(ssl, error));
+      h->logged = true;
+      try {
+        spdlog::warn("TLS: refused a connection from {}: {}", h->peer, refusal_reason(ssl, error));
+      } catch (...) {  // nothing may unwind into libcaf_openssl's C caller
+      }
     }
+    errno = saved_errno;
   }
   return ret;
 }

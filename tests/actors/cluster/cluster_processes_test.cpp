@@ -396,7 +396,6 @@ double fault_mid_stream(ServerProcess& head, WorkerProcess& victim, int sig, Str
   return std::chrono::duration<double>(t_end - t_fault).count();
 }
 
-// Polls /ready until it answers `status`; false after `timeout`.
 void check_error_names(const Stream& streamed, const json& body, const std::string& what, const std::string& log) {
   BOOST_TEST(body["error"]["type"] == "server_error", body.dump() << "\n" << log);
   BOOST_TEST(body["error"].value("message", "").find(what) != std::string::npos, body.dump());

@@ -193,6 +193,12 @@ const std::vector<MalformedCase> cases = {
     {"head_ranks_beside_other_machines_without_an_address",
      "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"head\", \"10.0.0.2:7001\"]\ninsecure = true\n", 4, 11,
      "cluster.workers", "set cluster.head_data_address to this machine's address that the workers reach"},
+    {"head_data_address_unspecified",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"head\", \"127.0.0.1:1\"]\nhead_data_address = \"0.0.0.0\"\n",
+     5, 21, "cluster.head_data_address", "names no single address"},
+    {"head_data_address_on_loopback_beside_other_machines",
+     "[engine]\ntensor_parallel_degree = 2\n[cluster]\nworkers = [\"head\", \"10.0.0.2:1\"]\nhead_data_address = \"127.0.0.1\"\n"
+     "insecure = true\n", 5, 21, "cluster.head_data_address", "is a loopback address, which the workers on other"},
     {"head_data_address_without_head", "[cluster]\nhead_data_address = \"10.0.0.1\"\n", 2, 21,
      "cluster.head_data_address", "cluster.workers does not name \"head\""},
     {"placement_of_the_wrong_length_for_a_layer_split",
