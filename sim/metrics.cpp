@@ -80,12 +80,20 @@ std::vector<SeriesPoint> series_of(std::span<const scheduler::StepRecord> steps,
 
 }  // namespace
 
+namespace {
+
+// The nearest-rank percentile's index among n > 0 sorted samples. p * n first: for integer p the
+// product is exact, so ceil does not round 9.000...2 up to 10.
+std::size_t rank_index(double p, std::size_t n) {
+  const double rank = std::ceil(p * static_cast<double>(n) / 100.0);
+  return static_cast<std::size_t>(std::clamp(rank, 1.0, double(n))) - 1;
+}
+
+}  // namespace
+
 double percentile(std::span<const double> sorted, double p) {
   if (sorted.empty()) return 0;
-  // p * n first: for integer p the product is exact, so ceil does not round 9.000...2 up to 10.
-  const double rank = std::ceil(p * static_cast<double>(sorted.size()) / 100.0);
-  const auto index = static_cast<std::size_t>(std::clamp(rank, 1.0, double(sorted.size()))) - 1;
-  return sorted[index];
+  return sorted[rank_index(p, sorted.size())];
 }
 
 namespace {
@@ -108,13 +116,9 @@ Stats select_stats(std::vector<T>& samples, Out out) {
   s.count = samples.size();
   s.mean = out(sum) / static_cast<double>(samples.size());
   s.max = out(max);
-  auto index = [&](double p) {
-    const double rank = std::ceil(p * static_cast<double>(samples.size()) / 100.0);
-    return static_cast<std::size_t>(std::clamp(rank, 1.0, double(samples.size()))) - 1;
-  };
   auto begin = samples.begin();
   for (auto [p, field] : {std::pair{50.0, &s.p50}, std::pair{90.0, &s.p90}, std::pair{99.0, &s.p99}}) {
-    const auto at = samples.begin() + static_cast<std::ptrdiff_t>(index(p));
+    const auto at = samples.begin() + static_cast<std::ptrdiff_t>(rank_index(p, samples.size()));
     std::nth_element(begin, at, samples.end());
     *field = out(*at);
     begin = at;
@@ -163,8 +167,7 @@ Stats gap_stats(std::span<const RequestTiming> requests) {
   };
   std::vector<Target> targets;
   for (auto [p, field] : {std::pair{50.0, &s.p50}, std::pair{90.0, &s.p90}, std::pair{99.0, &s.p99}}) {
-    const double rank = std::ceil(p * static_cast<double>(n) / 100.0);
-    std::size_t k = static_cast<std::size_t>(std::clamp(rank, 1.0, double(n))) - 1;
+    std::size_t k = rank_index(p, n);
     std::size_t b = 0;
     while (k >= counts[b]) k -= counts[b++];
     targets.push_back({field, b, k});

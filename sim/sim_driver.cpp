@@ -15,7 +15,6 @@ namespace actorlm::sim::detail {
 
 namespace {
 
-
 using arrive_atom = caf::atom_constant<caf::atom("sim_arrive")>;  // open loop: next arrival due
 using client_atom = caf::atom_constant<caf::atom("sim_client")>;  // closed loop: think time over
 using driver_actor = scheduler::token_sink::extend<caf::reacts_to<arrive_atom>,
@@ -220,8 +219,9 @@ driver_actor::behavior_type driver(driver_ptr self, Run* run, scheduler::schedul
 }  // namespace
 
 caf::actor spawn_driver(caf::actor_system& sys, Run* run, scheduler::scheduler_actor sched, std::int64_t t0,
-                        std::uint32_t vocab, std::optional<ClosedLoopArrivals> closed) {
-  auto drv = sys.spawn(driver, run, std::move(sched), t0, vocab, closed);
+                        std::uint32_t vocab, const WorkloadSpec& workload) {
+  const auto* loop = std::get_if<ClosedLoopArrivals>(&workload.arrival);
+  auto drv = sys.spawn(driver, run, std::move(sched), t0, vocab, loop ? std::optional(*loop) : std::nullopt);
   // Whatever ends the driver early (an exception in a handler, an unexpected exit) ends the run.
   drv->attach_functor([run](const caf::error& reason) {
     if (run->drained || run->stopped) return;

@@ -37,8 +37,9 @@ struct Run {
 // Spawns the driver: it submits its first requests at once (t0: the actor clock's now, in ns, that
 // the run's times count from) and sets run->drained once every request is done and the
 // scheduler's records are collected, or run->stopped when it cannot get there.
+// `workload` says whether the arrivals are a closed loop (run->workload holds the requests).
 caf::actor spawn_driver(caf::actor_system& sys, Run* run, scheduler::scheduler_actor scheduler, std::int64_t t0,
-                        std::uint32_t vocab, std::optional<ClosedLoopArrivals> closed);
+                        std::uint32_t vocab, const WorkloadSpec& workload);
 
 // The progress bar simulate() draws on stderr; `t_s` is simulated time, or with `wall` elapsed.
 void print_progress(const std::string& label, std::size_t done, std::size_t total, double t_s, bool wall = false);

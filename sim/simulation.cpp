@@ -88,10 +88,7 @@ SimulationResult simulate_wall(const config::Config& cfg, const WorkloadSpec& wo
   {
     serving::ServedModel model(sys, cfg);
     const std::int64_t t0 = clock_ns(sys.clock());
-    const auto drv = detail::spawn_driver(sys, &run, model.engine().actors().scheduler, t0, model.vocab_size(),
-                                          closed_loop_clients(workload)
-                                              ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
-                                              : std::nullopt);
+    const auto drv = detail::spawn_driver(sys, &run, model.engine().actors().scheduler, t0, model.vocab_size(), workload);
     const auto elapsed_s = [&] { return double(clock_ns(sys.clock()) - t0) * 1e-9; };
     bool printed = false;
     while (!run.drained && !run.stopped) {
@@ -146,10 +143,7 @@ SimulationResult simulate(const config::Config& cfg_in, const Catalogue& catalog
   const engine::EngineActors engine = engine::spawn_engine(
       sys, cfg, backend.capacity, options.spawn_idle_ranks ? backend.factory : backend.rank0_factory, {},
       engine::EngineOptions{.record_token_times = false});
-  const auto drv = detail::spawn_driver(sys, &run, engine.scheduler, t0, backend.capacity.vocab_size,
-                                        closed_loop_clients(workload)
-                                            ? std::optional(std::get<ClosedLoopArrivals>(workload.arrival))
-                                            : std::nullopt);
+  const auto drv = detail::spawn_driver(sys, &run, engine.scheduler, t0, backend.capacity.vocab_size, workload);
 
   // The bar appears once a run has taken 0.5 s of wall time: short runs print nothing.
   const auto virtual_s = [&] { return double(clock_ns(clock) - t0) * 1e-9; };

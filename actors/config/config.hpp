@@ -181,6 +181,9 @@ std::string head_data_address(const ClusterConfig&);
 std::vector<std::uint32_t> worker_of_rank(const ClusterConfig&, std::int64_t world_size);
 // Whether a host name or address stays on this machine: localhost, 127.0.0.0/8, ::1.
 bool is_loopback_host(std::string_view host);
+// Whether an address names no single interface (empty, 0.0.0.0, ::): fine to listen on, not to
+// be reached at.
+bool is_unspecified_host(std::string_view host);
 // "host:port" split at the last ':' (brackets of an IPv6 address removed), port in [0, 65535]
 // (0: any free port, for a listen address); false when malformed.
 bool split_host_port(std::string_view text, std::string& host, std::uint16_t& port);

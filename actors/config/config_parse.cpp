@@ -252,17 +252,19 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
     add_cross_field_error(errors, {{s.cluster, "workers"}},
                           "cluster.workers names \"head\" " + std::to_string(heads) + " times; the head is one process: "
                           "name it once and give it more ranks with cluster.placement");
-  const bool all_loopback = std::all_of(k.workers.begin(), k.workers.end(), [](const std::string& w) {
+  // The first worker on another machine ("head" and loopback addresses stay on this one).
+  const auto off_machine = std::find_if(k.workers.begin(), k.workers.end(), [](const std::string& w) {
     std::string host;
     std::uint16_t port = 0;
-    return w == head_worker || (split_host_port(w, host, port) && is_loopback_host(host));
+    return split_host_port(w, host, port) && !is_loopback_host(host);
   });
+  const bool all_loopback = off_machine == k.workers.end();
   if (heads > 0 && k.head_data_address.empty() && !all_loopback)
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "head_data_address"}},
                           "cluster.workers puts ranks on the head and on other machines: set "
                           "cluster.head_data_address to this machine's address that the workers reach");
   const std::string& hda = k.head_data_address;
-  if (heads > 0 && (hda == "0.0.0.0" || hda == "::" || hda == "[::]"))
+  if (heads > 0 && !hda.empty() && is_unspecified_host(hda))  // empty: the 127.0.0.1 default
     add_cross_field_error(errors, {{s.cluster, "head_data_address"}},
                           "cluster.head_data_address = \"" + hda +
                               "\" names no single address: give the one the workers reach this machine at");
@@ -280,18 +282,11 @@ void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
   if (tls_files == 3 && k.insecure)
     add_cross_field_error(errors, {{s.cluster, "insecure"}, {s.cluster, "tls_cert"}},
                           "cluster.insecure = true contradicts the TLS files set: remove one or the other");
-  if (tls_files == 0 && !k.insecure)
-    for (std::size_t w = 0; w < k.workers.size(); ++w) {
-      std::string host;
-      std::uint16_t port = 0;
-      if (split_host_port(k.workers[w], host, port) && !is_loopback_host(host)) {
-        add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "tls_cert"}},
-                              "cluster.workers[" + std::to_string(w) + "] = \"" + k.workers[w] +
-                                  "\" is not on this machine, and the cluster has no TLS: set cluster.tls_cert, "
-                                  "tls_key and tls_ca (tools/cluster/make_certs.sh makes them), or cluster.insecure = true");
-        break;
-      }
-    }
+  if (tls_files == 0 && !k.insecure && !all_loopback)
+    add_cross_field_error(errors, {{s.cluster, "workers"}, {s.cluster, "tls_cert"}},
+                          "cluster.workers[" + std::to_string(off_machine - k.workers.begin()) + "] = \"" + *off_machine +
+                              "\" is not on this machine, and the cluster has no TLS: set cluster.tls_cert, "
+                              "tls_key and tls_ca (tools/cluster/make_certs.sh makes them), or cluster.insecure = true");
   if (!k.workers.empty() && s.engine.valid("backend") && s.sim.valid("clock") && c.engine.backend == Backend::sim &&
       c.sim.clock == SimClock::virtual_time)
     add_cross_field_error(errors, {{s.cluster, "workers"}, {s.sim, "clock"}},
@@ -373,6 +368,10 @@ bool split_host_port(std::string_view text, std::string& host, std::uint16_t& po
 
 bool is_loopback_host(std::string_view host) {
   return host == "localhost" || host == "::1" || host.substr(0, 4) == "127.";
+}
+
+bool is_unspecified_host(std::string_view host) {
+  return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]";
 }
 
 ParseResult parse_config(std::string_view toml_text, std::string_view file) {

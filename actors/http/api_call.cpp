@@ -108,16 +108,17 @@ void ApiCall::process(const ChannelBatch& b) {
 
 void ApiCall::stream_deltas(const std::vector<ChoiceDelta>& deltas) {
   const auto& r = session_->request();
+  auto send = [&](const ChoiceDelta& d, bool role_chunk) {
+    event_.clear();
+    chunks_.append_event(event_, d, r.logprobs, role_chunk);
+    conn_->append(event_);
+  };
   for (const auto& d : deltas) {
     if (r.endpoint == Endpoint::chat && !opened_[d.index]) {
       opened_[d.index] = true;
-      event_.clear();
-      chunks_.append_event(event_, d, r.logprobs, true);
-      conn_->append(event_);
+      send(d, true);
     }
-    event_.clear();
-    chunks_.append_event(event_, d, r.logprobs);
-    conn_->append(event_);
+    send(d, false);
   }
 }
 

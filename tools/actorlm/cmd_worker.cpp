@@ -65,7 +65,7 @@ int run_worker(const WorkerCliOptions& o) {
     return 1;
   }
   const std::string data_address = !o.data_address.empty() ? o.data_address : host;
-  if (data_address == "0.0.0.0" || data_address == "::" || data_address.empty()) {
+  if (config::is_unspecified_host(data_address)) {
     std::cerr << "worker: --listen " << o.listen << " names no single address for the data plane: give --data-address\n";
     return 2;
   }
