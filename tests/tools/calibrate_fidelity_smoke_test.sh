@@ -69,6 +69,13 @@ done
 "$actorlm" bench fidelity --quick --out "$tmp/fid" >"$tmp/fid.out" 2>"$tmp/fid.err" \
   || fail "bench fidelity exited $?: $(tail -20 "$tmp/fid.err")"
 grep -q '^short-in-long-out  paged' "$tmp/fid.out" || fail "no case row: $(cat "$tmp/fid.out")"
+# The calibration's second pass came after the case (its passes are spread over the cases).
+python3 - "$tmp/fid.err" <<'PY' || fail "the case did not run between the calibration passes: $(grep -E 'pass|case' "$tmp/fid.err")"
+import sys
+lines = open(sys.argv[1]).read().splitlines()
+at = lambda s: next(i for i, l in enumerate(lines) if s in l)
+assert at("pass 1 of 2") < at("case 1/1") < at("pass 2 of 2"), lines
+PY
 tail -n 1 "$tmp/fid.out" | python3 -c '
 import json, math, sys
 j = json.loads(sys.stdin.read())
@@ -76,6 +83,7 @@ assert j["bench"] == "fidelity" and j["cases"] == 1, j
 for k in ("mean_abs_error_throughput", "mean_abs_error_p90_e2e", "max_abs_error_throughput", "max_abs_error_p90_e2e"):
     assert math.isfinite(j[k]) and j[k] >= 0, (k, j)
 assert math.isfinite(j["machine_drift"]) and j["machine_drift"] > -1, j
+assert j["calibration_interleaved"] is True, j  # the case ran between the calibration passes
 ' || fail "fidelity JSON"
 python3 - "$tmp/fid/fidelity.json" <<'PY' || fail "fidelity.json"
 import json, sys

@@ -64,8 +64,10 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                            100 * r.mean_abs_error_throughput, 100 * r.mean_abs_error_p90_e2e,
                            100 * r.mean_abs_error_p90_ttft, 100 * r.max_abs_error_throughput,
                            100 * r.max_abs_error_p90_e2e, 100 * r.max_abs_error_p90_ttft)
-            << fmt::format("machine drift over the run: {:+.1f} % (the quick grid's step time, end against start)",
-                           100 * r.machine_drift)
+            << fmt::format("machine drift over the run: {:+.1f} % ({})", 100 * r.machine_drift,
+                           r.interleaved ? "the calibration grid's step time, its last pass after the cases against its "
+                                           "first before them; the passes' medians were fitted"
+                                         : "the quick grid's step time, end against start")
             << (r.drift_corrected
                     ? fmt::format("; cases simulated with step times x {:.3f} to {:.3f} for the drift at their time; "
                                   "without: mean |error| throughput {:.1f} %, p90 E2E {:.1f} %; max {:.1f} %, {:.1f} %",
@@ -87,6 +89,7 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"mean_abs_error_p90_ttft", r.mean_abs_error_p90_ttft},
                             {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft},
                             {"machine_drift", r.machine_drift},
+                            {"calibration_interleaved", r.interleaved},
                             {"drift_corrected", r.drift_corrected},
                             {"slowdown_min", r.slowdown_min},
                             {"slowdown_max", r.slowdown_max},
@@ -127,6 +130,9 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(1u, 20u));
   cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
   cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
+  cmd->add_flag("!--no-interleave", o->interleave,
+                "Calibrate first, every pass before the cases (by default the passes run before, between and after "
+                "them, so that their medians describe the machine over the run)");
   cmd->add_flag("--drift-correction", o->drift_correction,
                 "A speed probe after every measured case, and each case simulated on the calibration slowed by the "
                 "machine's drift at its time (the uncorrected errors beside)");

@@ -512,6 +512,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
                             std::string::npos)
     throw std::invalid_argument("calibrate: the name \"" + o.name +
                                 "\" must be letters, digits, '-' and '_' (it becomes a catalogue key)");
+  if (o.passes == 0) throw std::invalid_argument("calibrate: passes must be at least 1");
   const std::vector<CalibrationShape> grid = o.grid.empty() ? default_calibration_grid() : o.grid;
   const auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
@@ -519,34 +520,40 @@ Calibration run_calibration(const CalibrateOptions& o) {
   Calibration out;
   out.memory_bytes = machine_memory_bytes();
   const auto cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  say(fmt::format("read bandwidth: {} thread(s) over 1 GiB", cores));
-  out.read_bytes_per_s = measure_read_bandwidth(cores, std::size_t{1} << 30, 3);
-  say(fmt::format("  {:.1f} GB/s", out.read_bytes_per_s / 1e9));
+  std::vector<double> bandwidths;  // one measurement per pass; the median is the machine's
+  const auto measure_bandwidth = [&] {
+    say(fmt::format("read bandwidth: {} thread(s) over 1 GiB", cores));
+    bandwidths.push_back(measure_read_bandwidth(cores, std::size_t{1} << 30, 3));
+    say(fmt::format("  {:.1f} GB/s", bandwidths.back() / 1e9));
+  };
 
   const bool default_degrees = o.tp.empty();
   std::vector<std::uint32_t> degrees = default_degrees ? std::vector<std::uint32_t>{1, 2} : o.tp;
   std::sort(degrees.begin(), degrees.end());
   degrees.erase(std::unique(degrees.begin(), degrees.end()), degrees.end());
   if (degrees.front() != 1) degrees.insert(degrees.begin(), 0);  // 0: TP 1 loaded for the weights' bytes only
-  for (std::uint32_t tp : degrees) {
-    config::Config cfg = o.config;
-    cfg.engine.backend = config::Backend::cpu;
-    cfg.engine.tensor_parallel_degree = std::max(tp, 1u);
-    const auto block_size = static_cast<std::uint32_t>(cfg.cache.block_size);
+
+  // One tensor-parallel degree: its config, and its shards while they are loaded.
+  struct Degree {
+    std::uint32_t tp = 0;
+    config::Config cfg;
     std::uint32_t blocks = 2;
-    if (tp > 0)
-      for (const auto& s : grid) blocks = std::max(blocks, blocks_needed(s, o.repeats, block_size));
-    cfg.cache.num_gpu_blocks_override = blocks;
-    cfg.cache.swap_space = 1.0 / 1024;
-    cfg.model.max_model_len = std::min<std::int64_t>(cfg.model.max_model_len, std::int64_t{blocks} * block_size);
+    std::int32_t threads_per_rank = 1;
     std::vector<std::unique_ptr<shard::CpuShard>> shards;
+    std::vector<std::vector<double>> per_pass;  // per shape: each pass's median step time
+    std::vector<double> overheads;              // the engine's own time per step, one per pass
+  };
+  std::vector<Degree> measured;
+  // Loads a degree's shards and writes its KV blocks; false when a default degree does not
+  // split the model (skipped, said).
+  const auto load = [&](Degree& d) {
     shard::CpuBackend backend;
     try {
-      backend = shard::load_cpu_shards(cfg, shards);
+      backend = shard::load_cpu_shards(d.cfg, d.shards);
     } catch (const std::invalid_argument& e) {
-      if (!default_degrees || tp == 1) throw;
-      say(fmt::format("tp {} skipped: {}", tp, e.what()));  // the model does not split over it
-      continue;
+      if (!default_degrees || d.tp <= 1) throw;
+      say(fmt::format("tp {} skipped: {}", d.tp, e.what()));  // the model does not split over it
+      return false;
     }
     if (out.model_path.empty()) {  // TP 1 (measured, or loaded for this alone) comes first
       out.model_path = backend.model_path;
@@ -555,51 +562,91 @@ Calibration run_calibration(const CalibrateOptions& o) {
       out.model.name = backend.arch.describe();
       out.model.weight_bytes = double(backend.weight_bytes) / double(out.model.params());  // as held at TP 1
     }
-    if (tp == 0) continue;
+    d.threads_per_rank = backend.threads_per_rank;
+    return true;
+  };
+  for (std::uint32_t tp : degrees) {
+    Degree d;
+    d.tp = tp;
+    d.cfg = o.config;
+    d.cfg.engine.backend = config::Backend::cpu;
+    d.cfg.engine.tensor_parallel_degree = std::max(tp, 1u);
+    const auto block_size = static_cast<std::uint32_t>(d.cfg.cache.block_size);
+    if (tp > 0)
+      for (const auto& s : grid) d.blocks = std::max(d.blocks, blocks_needed(s, o.repeats, block_size));
+    d.cfg.cache.num_gpu_blocks_override = d.blocks;
+    d.cfg.cache.swap_space = 1.0 / 1024;
+    d.cfg.model.max_model_len = std::min<std::int64_t>(d.cfg.model.max_model_len, std::int64_t{d.blocks} * block_size);
+    if (!load(d)) continue;
+    d.shards.clear();  // loaded again for each pass: one degree's memory and threads at a time
+    if (tp == 0) continue;  // the weights' bytes were all it was for
+    d.per_pass.resize(grid.size());
+    measured.push_back(std::move(d));
+  }
 
-    ShapeRunner runner(shards, block_size);
-    say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks; {} passes over {} shapes", tp, tp,
-                    backend.threads_per_rank, blocks, o.passes, grid.size()));
-    runner.touch_cache(blocks);
-    // Passes over the whole grid, so that a burst of load elsewhere on the machine spoils one
-    // pass of a few shapes rather than every repeat of one shape; each shape's time is the
-    // median over passes of each pass's median.
-    std::vector<std::vector<double>> per_pass(grid.size());
-    for (std::uint32_t pass = 0; pass < o.passes; ++pass)
+  // Passes over the whole grid, so that a burst of load elsewhere on the machine spoils one
+  // pass of a few shapes rather than every repeat of one shape; each shape's time is the median
+  // over passes of each pass's median. With between_passes the caller's own work runs between
+  // two passes, while no shard is loaded.
+  for (std::uint32_t pass = 0; pass < o.passes; ++pass) {
+    if (pass > 0 && o.between_passes) o.between_passes(pass);
+    measure_bandwidth();
+    for (auto& d : measured) {
+      (void)load(d);
+      const auto block_size = static_cast<std::uint32_t>(d.cfg.cache.block_size);
+      ShapeRunner runner(d.shards, block_size);
+      say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks; pass {} of {} over {} shapes", d.tp,
+                      d.tp, d.threads_per_rank, d.blocks, pass + 1, o.passes, grid.size()));
+      runner.touch_cache(d.blocks);
       for (std::size_t i = 0; i < grid.size(); ++i) {
-        per_pass[i].push_back(runner.measure(grid[i], o.repeats).first);
+        d.per_pass[i].push_back(runner.measure(grid[i], o.repeats).first);
         if (pass + 1 == o.passes)
-          say(fmt::format("tp {}: {:<32} {:9.2f} ms", tp, grid[i].describe(), median(per_pass[i]) * 1e3));
+          say(fmt::format("tp {}: {:<32} {:9.2f} ms", d.tp, grid[i].describe(), median(d.per_pass[i]) * 1e3));
       }
+      // The engine's own time per step, at least three measurements in all, spread over the
+      // passes: one of 30-odd steps has read 15-25 % low now and then, and a low reading made
+      // every simulated case of `bench fidelity` optimistic.
+      d.shards.clear();  // their memory and threads, before the engine loads its own
+      config::Config engine_cfg = o.config;
+      engine_cfg.engine.backend = config::Backend::cpu;
+      engine_cfg.engine.tensor_parallel_degree = d.tp;
+      const std::uint32_t now = pass + 1 < o.passes ? 1 : std::max<std::uint32_t>(1, 3 - std::min(3u, pass));
+      for (std::uint32_t i = 0; i < now; ++i) d.overheads.push_back(measure_engine_overhead(engine_cfg, 8));
+    }
+  }
+  out.read_bytes_per_s = median(bandwidths);
+  if (bandwidths.size() > 1) say(fmt::format("read bandwidth: {:.1f} GB/s (median of {} passes)", out.read_bytes_per_s / 1e9, bandwidths.size()));
+
+  for (auto& d : measured) {
     std::vector<CalibrationPoint> points;
+    double first = 0, last = 0;
     for (std::size_t i = 0; i < grid.size(); ++i) {
       CalibrationPoint p;
       p.shape = grid[i];
-      p.measured_s = median(per_pass[i]);
-      const auto [lo, hi] = std::minmax_element(per_pass[i].begin(), per_pass[i].end());
+      p.measured_s = median(d.per_pass[i]);
+      const auto [lo, hi] = std::minmax_element(d.per_pass[i].begin(), d.per_pass[i].end());
       p.spread = p.measured_s > 0 ? (*hi - *lo) / p.measured_s : 0;
+      first += d.per_pass[i].front();
+      last += d.per_pass[i].back();
       points.push_back(std::move(p));
     }
-    CalibrationFit f = fit(out.model, tp, block_size, o.repeats, std::move(points), out.read_bytes_per_s);
-    shards.clear();  // their memory and threads, before the engine loads its own
-    config::Config engine_cfg = o.config;
-    engine_cfg.engine.backend = config::Backend::cpu;
-    engine_cfg.engine.tensor_parallel_degree = tp;
-    // Three measurements, the median: one of 30-odd steps has read 15-25 % low now and then, and
-    // a low reading made every simulated case of `bench fidelity` optimistic.
-    std::vector<double> overheads;
-    for (int i = 0; i < 3; ++i) overheads.push_back(measure_engine_overhead(engine_cfg, 8));
-    const auto [lo, hi] = std::minmax_element(overheads.begin(), overheads.end());
+    CalibrationFit f = fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
+                           std::move(points), out.read_bytes_per_s);
+    f.pass_drift = first > 0 ? last / first - 1 : 0;
+    const auto [lo, hi] = std::minmax_element(d.overheads.begin(), d.overheads.end());
     const double lo_us = *lo * 1e6, hi_us = *hi * 1e6;
-    f.hardware.step_overhead = median(std::move(overheads));
-    say(fmt::format("tp {}: the engine's own time per step (8 requests through an in-process engine, median of 3): "
-                    "{:.0f} us ({:.0f}-{:.0f})", tp, f.hardware.step_overhead * 1e6, lo_us, hi_us));
-    f.threads_per_rank = backend.threads_per_rank;
-    f.hardware.key = fmt::format("{}-tp{}", o.name, tp);
+    const std::size_t n = d.overheads.size();
+    f.hardware.step_overhead = median(std::move(d.overheads));
+    say(fmt::format("tp {}: the engine's own time per step (8 requests through an in-process engine, median of {}): "
+                    "{:.0f} us ({:.0f}-{:.0f})", d.tp, n, f.hardware.step_overhead * 1e6, lo_us, hi_us));
+    if (o.passes > 1)
+      say(fmt::format("tp {}: the last pass's steps took {:+.1f} % as long as the first's", d.tp, 100 * f.pass_drift));
+    f.threads_per_rank = d.threads_per_rank;
+    f.hardware.key = fmt::format("{}-tp{}", o.name, d.tp);
     f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
-                                  backend.threads_per_rank, tp);
-    f.hardware.link = tp > 1 ? "shared memory (ranks in one process, Gloo)" : "none (one rank)";
-    f.hardware.memory_bytes = out.memory_bytes / tp;
+                                  d.threads_per_rank, d.tp);
+    f.hardware.link = d.tp > 1 ? "shared memory (ranks in one process, Gloo)" : "none (one rank)";
+    f.hardware.memory_bytes = out.memory_bytes / d.tp;
     out.fits.push_back(std::move(f));
   }
   return out;

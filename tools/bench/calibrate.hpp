@@ -68,6 +68,7 @@ struct CalibrationFit {
   std::vector<CalibrationPoint> points;
   double rms_relative_error = 0;
   double max_relative_error = 0;
+  double pass_drift = 0;  // the grid's total step time in the last pass over the first's, minus 1
   std::vector<std::string> dropped;  // rates the fit found free, left out (the model's default applies)
 };
 
@@ -89,6 +90,10 @@ struct CalibrateOptions {
   std::uint32_t passes = 3;   // over the whole grid
   std::string name = "cpu-local";
   std::function<void(const std::string&)> progress;
+  // Runs before pass k (k = 1 .. passes - 1), while no shard is loaded: a caller's own
+  // measurements (bench fidelity's served cases) interleaved with the passes, so that the
+  // calibration's medians describe the machine over the time they took, not only before it.
+  std::function<void(std::uint32_t pass)> between_passes;
 };
 
 // Prefill chunks 8..512 at offsets 0, 1024 and 2048; several prompts prefilled in one step (up
@@ -98,6 +103,8 @@ std::vector<CalibrationShape> default_calibration_grid();
 // Ten shapes, enough to fit every parameter (one of them prefills three prompts): for tests and --quick.
 std::vector<CalibrationShape> quick_calibration_grid();
 
+// The read bandwidth is measured once per pass and the engine's own time per step at least three
+// times, spread over the passes; each is the median of its measurements.
 // Throws std::invalid_argument for a configuration the cpu backend refuses and
 // std::runtime_error when the fit finds every GEMM free. A rate it finds free is left out of the
 // entry (CalibrationFit::dropped) and the cost model's fallback applies (large GEMMs then run at

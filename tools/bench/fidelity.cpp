@@ -253,35 +253,6 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     }
   } remove_temporary{o.work_dir.empty() ? work : fs::path()};
 
-  // 1. The calibrated hardware.
-  const fs::path catalogue_path = o.hardware_catalogue.empty() ? work / "hardware.toml" : fs::path(o.hardware_catalogue);
-  if (o.hardware_catalogue.empty()) {
-    CalibrateOptions co;
-    co.config.model.path = o.model_path;
-    co.tp = {1};
-    if (o.quick) {
-      co.grid = quick_calibration_grid();
-      co.repeats = 2;
-      co.passes = 1;
-    }
-    co.progress = [&](const std::string& line) { say("calibrate: " + line); };
-    const Calibration cal = run_calibration(co);
-    std::ofstream(catalogue_path) << hardware_catalogue_toml(cal);
-    report.hardware_key = cal.fits.at(0).hardware.key;
-    const double preset_bytes = sim::Catalogue::builtin().model(sim_model_preset).weight_bytes;
-    if (std::abs(cal.model.weight_bytes / preset_bytes - 1) > 0.01)
-      say(fmt::format("warning: the model holds {:.4g} bytes per weight, the simulated preset {} {:.4g}: "
-                      "not the default model?", cal.model.weight_bytes, sim_model_preset, preset_bytes));
-  }
-  const sim::Catalogue catalogue = sim::Catalogue::load(catalogue_path.string(), "");
-  if (report.hardware_key.empty())
-    report.hardware_key = o.hardware_key.empty() ? catalogue.all_hardware().at(0).key : o.hardware_key;
-  (void)catalogue.hardware(report.hardware_key);  // throws naming the known keys
-  {
-    std::ifstream in(catalogue_path);
-    report.calibration_toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-
   // The machine's speed now, to compare with its speed at the end: the quick grid's total time.
   const auto probe = [&](const char* when) {
     CalibrateOptions po;
@@ -296,9 +267,8 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     say(fmt::format("speed probe ({}): the quick grid's steps took {:.1f} ms", when, total * 1e3));
     return total;
   };
-  const double probe_start = probe("start");
 
-  // 2. The tokenizer for exact prompt lengths.
+  // 1. The tokenizer for exact prompt lengths.
   config::Config model_cfg;
   model_cfg.model.path = o.model_path;
   const std::string model_path = shard::resolve_model_path(model_cfg);
@@ -307,7 +277,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   // /proc/self/exe still runs it if the file is rebuilt meanwhile.
   const std::string binary = "/proc/self/exe";
 
-  // 3. Every case, measured then simulated.
+  // 2. Every case, measured (3.) then simulated (4.).
   const auto cases = fidelity_cases(o);
   // Measures case i once (a fresh server each time).
   const auto measure = [&](std::size_t i, std::uint32_t round) {
@@ -353,21 +323,76 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   // With drift correction a speed probe follows every measurement: a measurement's slowdown is
   // the mean of the probes on either side of it against the one after calibrating (the machine's
   // speed moves within minutes on a shared host; two probes at the ends of the run missed it).
+  struct Measurement {
+    std::size_t i;
+    std::uint32_t round;
+  };
+  std::vector<Measurement> plan;
+  for (std::uint32_t round = 0; round < std::max(1u, o.rounds); ++round)
+    for (std::size_t i = 0; i < cases.size(); ++i) plan.push_back({i, round});
   std::vector<std::vector<FidelityMetrics>> rounds(cases.size());
   std::vector<std::vector<double>> slowdowns(cases.size());
-  double probe_before = probe_start;
-  for (std::uint32_t round = 0; round < std::max(1u, o.rounds); ++round)
-    for (std::size_t i = 0; i < cases.size(); ++i) {
+  std::size_t done = 0;
+  double probe_start = 0, probe_before = 0;
+  const auto measure_until = [&](std::size_t end) {
+    for (; done < end; ++done) {
+      const auto [i, round] = plan[done];
       rounds[i].push_back(measure(i, round));
       if (!o.drift_correction) continue;
       const double probe_after = probe("after the case");
       slowdowns[i].push_back((probe_before + probe_after) / 2 / probe_start);
       probe_before = probe_after;
     }
-  report.machine_drift = (o.drift_correction ? probe_before : probe("end")) / probe_start - 1;
+  };
+
+  // 3. The calibrated hardware. Its passes over the grid are spread over the measurements (the
+  // served cases run between them): the medians over passes then describe the machine over the
+  // time the cases took, where a calibration made before them all described only its start (the
+  // machine's speed moves by 5-10 % within a run on a shared host). Not with drift correction,
+  // whose probes are made against the calibration's own time.
+  const bool interleaved = o.interleave && o.hardware_catalogue.empty() && !o.drift_correction;
+  const fs::path catalogue_path = o.hardware_catalogue.empty() ? work / "hardware.toml" : fs::path(o.hardware_catalogue);
+  if (o.hardware_catalogue.empty()) {
+    CalibrateOptions co;
+    co.config.model.path = o.model_path;
+    co.tp = {1};
+    if (o.quick) {
+      co.grid = quick_calibration_grid();
+      co.repeats = 2;
+      co.passes = interleaved ? 2 : 1;
+    }
+    co.progress = [&](const std::string& line) { say("calibrate: " + line); };
+    if (interleaved)
+      co.between_passes = [&](std::uint32_t pass) { measure_until(plan.size() * pass / (co.passes - 1)); };
+    const Calibration cal = run_calibration(co);
+    std::ofstream(catalogue_path) << hardware_catalogue_toml(cal);
+    report.hardware_key = cal.fits.at(0).hardware.key;
+    if (interleaved) report.machine_drift = cal.fits.at(0).pass_drift;
+    const double preset_bytes = sim::Catalogue::builtin().model(sim_model_preset).weight_bytes;
+    if (std::abs(cal.model.weight_bytes / preset_bytes - 1) > 0.01)
+      say(fmt::format("warning: the model holds {:.4g} bytes per weight, the simulated preset {} {:.4g}: "
+                      "not the default model?", cal.model.weight_bytes, sim_model_preset, preset_bytes));
+  }
+  const sim::Catalogue catalogue = sim::Catalogue::load(catalogue_path.string(), "");
+  if (report.hardware_key.empty())
+    report.hardware_key = o.hardware_key.empty() ? catalogue.all_hardware().at(0).key : o.hardware_key;
+  (void)catalogue.hardware(report.hardware_key);  // throws naming the known keys
+  {
+    std::ifstream in(catalogue_path);
+    report.calibration_toml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (!interleaved) {
+    probe_start = probe_before = probe("start");
+    measure_until(plan.size());
+    report.machine_drift = (o.drift_correction ? probe_before : probe("end")) / probe_start - 1;
+  }
+  measure_until(plan.size());  // any left (a single pass)
+  report.interleaved = interleaved;
   if (std::abs(report.machine_drift) > 0.05 && !o.drift_correction)
-    say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: the calibration "
-                    "describes it only for part of the run", 100 * report.machine_drift));
+    say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: {}", 100 * report.machine_drift,
+                    interleaved ? "the calibration's passes, spread over the run, took their median"
+                                : "the calibration describes it only for part of the run"));
+  // 4. Every case simulated.
   std::vector<double> all_slowdowns;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     FidelityResult r;
@@ -403,7 +428,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   report.slowdown_min = *lo;
   report.slowdown_max = *hi;
 
-  // 4. The figures.
+  // 5. The figures.
   const auto fold = [&](double FidelityMetrics::*m, double& mean, double& max) {
     for (const auto& r : report.cases) {
       const double e = std::abs(r.error(m));

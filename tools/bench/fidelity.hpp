@@ -1,6 +1,7 @@
 #pragma once
 // `actorlm bench fidelity`: how far the simulator is from the real engine on this machine.
-// Calibrates the cost model (calibrate.hpp, TP 1), then for every case (workload x regime x
+// Calibrates the cost model (calibrate.hpp, TP 1), its passes over the grid interleaved with the
+// measured cases (first pass, half of the cases, second pass, the rest, last pass); for every case (workload x regime x
 // load) runs `actorlm serve` on the cpu backend with the default model in a child process,
 // drives it with bench client's load generator (client_bench.hpp: exact prompt lengths with the
 // model's tokenizer, ignore_eos), and simulates the same config and workload on the calibrated
@@ -43,6 +44,9 @@ struct FidelityOptions {
   // project's 2-core machines the probes scatter by +-4 % from one to the next, more than the
   // drift they would correct, and two runs with it came out no closer (README, "Fidelity").
   bool drift_correction = false;
+  // The calibration's passes before, between and after the measured cases (when calibrating here
+  // and without drift correction); false: every pass first, as `actorlm calibrate` runs.
+  bool interleave = true;
   std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
   std::string hardware_key;          // its entry (default: the first)
   std::string work_dir;              // server configs and logs; empty: a temporary directory,
@@ -78,9 +82,11 @@ struct FidelityReport {
   double mean_abs_error_throughput = 0, max_abs_error_throughput = 0;
   double mean_abs_error_p90_e2e = 0, max_abs_error_p90_e2e = 0;
   double mean_abs_error_p90_ttft = 0, max_abs_error_p90_ttft = 0;
-  // The quick calibration grid's total step time at the end over the same at the start, minus 1:
-  // how much the machine's speed moved during the run (the calibration holds for the start).
+  // How much the machine's speed moved during the run, as a step time at the end over the same
+  // at the start, minus 1: the calibration grid's last pass against its first when the passes
+  // were interleaved with the cases, otherwise the quick grid after the cases against before.
   double machine_drift = 0;
+  bool interleaved = false;  // the calibration's passes ran before, between and after the cases
   // The cases' step-time factors for the drift (1 without drift correction), and the errors
   // without them.
   bool drift_corrected = false;

@@ -169,7 +169,15 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   // shape's time noise enough that the fit found every GEMM free (seen once in four CI runs).
   o.passes = 3;
   o.name = "test-machine";
+  // The caller's work runs between the passes (bench fidelity's cases), in order.
+  std::vector<std::string> events;
+  o.progress = [&](const std::string& line) {
+    if (const auto at = line.find("; pass "); at != std::string::npos) events.push_back(line.substr(at + 2, 11));
+  };
+  o.between_passes = [&](std::uint32_t pass) { events.push_back("between " + std::to_string(pass)); };
   const Calibration c = run_calibration(o);
+  BOOST_TEST(events == (std::vector<std::string>{"pass 1 of 3", "between 1", "pass 2 of 3", "between 2", "pass 3 of 3"}),
+             tt::per_element());
 
   BOOST_TEST_REQUIRE(c.fits.size() == 1u);
   const CalibrationFit& fit = c.fits[0];
@@ -181,6 +189,8 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   BOOST_TEST(fit.hardware.step_overhead > 0);
   BOOST_TEST(fit.hardware.step_overhead < 0.1);  // seconds: far below any step of the grid
   BOOST_TEST(!fit.hardware.memory_overlaps_compute);  // the cpu backend reads, then computes
+  BOOST_TEST(std::isfinite(fit.pass_drift));
+  BOOST_TEST(fit.pass_drift > -1);
   sim::Hardware shards_alone = fit.hardware;
   shards_alone.step_overhead = 0;
   const sim::CostModel model(c.model, shards_alone, {sim::ParallelKind::tensor, 1}, 16);
