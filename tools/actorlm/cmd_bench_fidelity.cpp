@@ -114,10 +114,11 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
   auto out = std::make_shared<std::string>();
   auto* cmd = bench.add_subcommand(
       "fidelity",
-      "The simulator against the real engine on this machine: calibrate the cost model (cpu backend, TP 1), then "
-      "for 3 workloads x the continuous and paged regimes x 2 closed-loop loads run `actorlm serve` (cpu, default "
-      "model) driven by bench client's load generator, simulate the same config and workload on the calibrated "
-      "hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their relative errors");
+      "The simulator against the real engine on this machine: for 3 workloads x the continuous and paged regimes x "
+      "2 closed-loop loads run `actorlm serve` (cpu, default model) driven by bench client's load generator, between "
+      "the passes of a calibration of the cost model (cpu backend, TP 1), simulate the same config and workload on "
+      "the calibrated hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their "
+      "relative errors");
   cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
   cmd->add_option("--hardware", o->hardware_catalogue, "A catalogue written by `actorlm calibrate` (skips calibrating)");
   cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");

@@ -541,7 +541,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     std::int32_t threads_per_rank = 1;
     std::vector<std::unique_ptr<shard::CpuShard>> shards;
     std::vector<std::vector<double>> per_pass;  // per shape: each pass's median step time
-    std::vector<double> overheads;              // the engine's own time per step, one per pass
+    std::vector<double> overheads;              // the engine's own time per step: one per pass, 3 at least
   };
   std::vector<Degree> measured;
   // Loads a degree's shards and writes its KV blocks; false when a default degree does not
@@ -577,9 +577,10 @@ Calibration run_calibration(const CalibrateOptions& o) {
     d.cfg.cache.num_gpu_blocks_override = d.blocks;
     d.cfg.cache.swap_space = 1.0 / 1024;
     d.cfg.model.max_model_len = std::min<std::int64_t>(d.cfg.model.max_model_len, std::int64_t{d.blocks} * block_size);
-    if (!load(d)) continue;
-    d.shards.clear();  // loaded again for each pass: one degree's memory and threads at a time
-    if (tp == 0) continue;  // the weights' bytes were all it was for
+    if (tp == 0) {  // loaded for the weights' bytes alone
+      (void)load(d);
+      continue;
+    }
     d.per_pass.resize(grid.size());
     measured.push_back(std::move(d));
   }
@@ -588,11 +589,17 @@ Calibration run_calibration(const CalibrateOptions& o) {
   // pass of a few shapes rather than every repeat of one shape; each shape's time is the median
   // over passes of each pass's median. With between_passes the caller's own work runs between
   // two passes, while no shard is loaded.
+  // Each degree is loaded for its own pass alone (one degree's memory and threads at a time); the
+  // first load finds the default degrees the model does not split over (skipped).
   for (std::uint32_t pass = 0; pass < o.passes; ++pass) {
     if (pass > 0 && o.between_passes) o.between_passes(pass);
     measure_bandwidth();
     for (auto& d : measured) {
-      (void)load(d);
+      if (!load(d)) {
+        if (pass > 0) throw std::logic_error("calibrate: tp " + std::to_string(d.tp) + " loaded once, then not");
+        d.tp = 0;  // skipped: dropped below
+        continue;
+      }
       const auto block_size = static_cast<std::uint32_t>(d.cfg.cache.block_size);
       ShapeRunner runner(d.shards, block_size);
       say(fmt::format("tp {}: {} rank(s) of {} thread(s); writing {} KV blocks; pass {} of {} over {} shapes", d.tp,
@@ -613,9 +620,25 @@ Calibration run_calibration(const CalibrateOptions& o) {
       const std::uint32_t now = pass + 1 < o.passes ? 1 : std::max<std::uint32_t>(1, 3 - std::min(3u, pass));
       for (std::uint32_t i = 0; i < now; ++i) d.overheads.push_back(measure_engine_overhead(engine_cfg, 8));
     }
+    std::erase_if(measured, [](const Degree& d) { return d.tp == 0; });
+    // Before the caller's work goes between the passes: a grid the fit refuses (a noisy first
+    // pass) fails now, not after it.
+    if (pass == 0 && o.passes > 1 && o.between_passes)
+      for (const auto& d : measured) {
+        std::vector<CalibrationPoint> points;
+        for (std::size_t i = 0; i < grid.size(); ++i) {
+          CalibrationPoint p;
+          p.shape = grid[i];
+          p.measured_s = d.per_pass[i].front();
+          points.push_back(std::move(p));
+        }
+        (void)fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats, std::move(points),
+                  bandwidths.front());
+      }
   }
   out.read_bytes_per_s = median(bandwidths);
-  if (bandwidths.size() > 1) say(fmt::format("read bandwidth: {:.1f} GB/s (median of {} passes)", out.read_bytes_per_s / 1e9, bandwidths.size()));
+  if (bandwidths.size() > 1)
+    say(fmt::format("read bandwidth: {:.1f} GB/s (median of {} passes)", out.read_bytes_per_s / 1e9, bandwidths.size()));
 
   for (auto& d : measured) {
     std::vector<CalibrationPoint> points;
@@ -640,7 +663,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     say(fmt::format("tp {}: the engine's own time per step (8 requests through an in-process engine, median of {}): "
                     "{:.0f} us ({:.0f}-{:.0f})", d.tp, n, f.hardware.step_overhead * 1e6, lo_us, hi_us));
     if (o.passes > 1)
-      say(fmt::format("tp {}: the last pass's steps took {:+.1f} % as long as the first's", d.tp, 100 * f.pass_drift));
+      say(fmt::format("tp {}: the last pass's steps took {:+.1f} % longer than the first's", d.tp, 100 * f.pass_drift));
     f.threads_per_rank = d.threads_per_rank;
     f.hardware.key = fmt::format("{}-tp{}", o.name, d.tp);
     f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
