@@ -158,13 +158,28 @@ BOOST_AUTO_TEST_CASE(gives_zero_to_a_column_that_is_all_zero) {
              tt::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes_a_catalogue_that_reads_back) {
+namespace {
+
+// The quick grid at TP 1 on the default model, `repeats` steps per shape.
+CalibrateOptions quick_options(std::uint32_t repeats) {
   ::setenv("ACTORLM_MODELS_DIR", ACTORLM_MODELS_DIR, 1);  // the default model
   CalibrateOptions o;
   o.config.engine.backend = config::Backend::cpu;
   o.tp = {1};
   o.grid = quick_calibration_grid();
-  o.repeats = 2;
+  o.repeats = repeats;
+  return o;
+}
+
+// Whether a progress line reports the engine's own time per step as the median of 3 measurements.
+bool three_overheads_in(const std::string& line) {
+  return line.find("in-process engine, median of 3)") != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes_a_catalogue_that_reads_back) {
+  CalibrateOptions o = quick_options(2);
   // Three passes (medians): with one, a burst of load from the tests beside it once made every
   // shape's time noise enough that the fit found every GEMM free (seen once in four CI runs).
   o.passes = 3;
@@ -174,7 +189,7 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   bool three_overheads = false;  // the engine's own time per step: one measurement per pass
   o.progress = [&](const std::string& line) {
     if (const auto at = line.find("; pass "); at != std::string::npos) events.push_back(line.substr(at + 2, 11));
-    three_overheads = three_overheads || line.find("in-process engine, median of 3)") != std::string::npos;
+    three_overheads = three_overheads || three_overheads_in(line);
   };
   o.between_passes = [&](std::uint32_t pass) { events.push_back("between " + std::to_string(pass)); };
   const Calibration c = run_calibration(o);
@@ -247,19 +262,12 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
 }
 
 BOOST_AUTO_TEST_CASE(a_single_pass_calibration_never_runs_the_callers_work_and_still_measures_the_overhead_three_times) {
-  ::setenv("ACTORLM_MODELS_DIR", ACTORLM_MODELS_DIR, 1);  // the default model
-  CalibrateOptions o;
-  o.config.engine.backend = config::Backend::cpu;
-  o.tp = {1};
-  o.grid = quick_calibration_grid();
-  o.repeats = 1;
+  CalibrateOptions o = quick_options(1);
   o.passes = 1;
   std::uint32_t calls = 0;
   o.between_passes = [&](std::uint32_t) { ++calls; };
   bool three_overheads = false;
-  o.progress = [&](const std::string& line) {
-    three_overheads = three_overheads || line.find("in-process engine, median of 3)") != std::string::npos;
-  };
+  o.progress = [&](const std::string& line) { three_overheads = three_overheads || three_overheads_in(line); };
   bool refused = false;
   try {
     (void)run_calibration(o);
