@@ -39,6 +39,7 @@ for f in j["fits"]:  # a rate fitted as free is left out (0): a noisy machine ma
         assert f[k] >= 0, (k, f)
 assert j["fits"][1]["link_bandwidth_gbps"] > 0, j
 assert 0.5 < j["bytes_per_weight"] < 1.0, j  # Q4_1 matrices, not 2-byte weights
+assert j["weight_sized_read_bandwidth_gb_s"] > 0, j  # reported beside the 1 GiB read
 ' || fail "calibrate JSON"
 
 for tp in 1 3; do

@@ -70,7 +70,8 @@ int run(const CalibrateArgs& a) {
     }
   }
   nlohmann::json j = {{"bench", "calibrate"}, {"model", c.model_path}, {"bytes_per_weight", c.model.weight_bytes},
-                      {"read_bandwidth_gb_s", c.read_bytes_per_s / 1e9}, {"catalogue", a.out}};
+                      {"read_bandwidth_gb_s", c.read_bytes_per_s / 1e9},
+                      {"weight_sized_read_bandwidth_gb_s", c.weight_sized_read_bytes_per_s / 1e9}, {"catalogue", a.out}};
   for (const auto& f : c.fits) {
     std::cout << fmt::format("{}: {} shapes, rms relative error {:.1f} %, max {:.1f} %\n", f.hardware.key,
                              f.points.size(), 100 * f.rms_relative_error, 100 * f.max_relative_error);

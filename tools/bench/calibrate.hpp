@@ -76,6 +76,9 @@ struct Calibration {
   std::string model_path;
   sim::ModelPreset model;       // the architecture the loader read; weight_bytes as held
   double read_bytes_per_s = 0;  // measured, all threads
+  // The same read over a buffer the size of the weights (at TP 1), the median over passes: a
+  // model held by the last-level cache reads faster. Reported, not used by the cost model.
+  double weight_sized_read_bytes_per_s = 0;
   double memory_bytes = 0;      // the machine's RAM (each entry's memory_mib: this / tp)
   std::vector<CalibrationFit> fits;
 };
