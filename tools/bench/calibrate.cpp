@@ -520,15 +520,29 @@ Calibration run_calibration(const CalibrateOptions& o) {
   Calibration out;
   out.memory_bytes = machine_memory_bytes();
   const auto cores = static_cast<std::int32_t>(std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<double> bandwidths;  // one measurement per pass; the median is the machine's
-  // The same read over a buffer the size of the model's weights, once per pass: a model that fits
-  // in a large last-level cache may read its weights faster than 1 GiB streams from memory
-  // (reported, not fitted).
-  std::vector<double> weight_sized_bandwidths;
-  const auto measure_bandwidth = [&] {
-    say(fmt::format("read bandwidth: {} thread(s) over 1 GiB", cores));
+  // The read bandwidth, once per pass (the median is the machine's): over 1 GiB, and over a
+  // buffer the size of the model's weights, which a large last-level cache may hold (reported,
+  // not fitted).
+  std::vector<double> bandwidths, weight_sized_bandwidths;
+  const auto measure_bandwidths = [&] {
     bandwidths.push_back(measure_read_bandwidth(cores, std::size_t{1} << 30, 3));
-    say(fmt::format("  {:.1f} GB/s", bandwidths.back() / 1e9));
+    const auto weights = static_cast<std::size_t>(out.model.weight_bytes * double(out.model.params()));
+    weight_sized_bandwidths.push_back(measure_read_bandwidth(cores, weights, 3));
+    say(fmt::format("read bandwidth, {} thread(s): {:.1f} GB/s over 1 GiB, {:.1f} GB/s over {:.0f} MiB (the weights' size)",
+                    cores, bandwidths.back() / 1e9, weight_sized_bandwidths.back() / 1e9, double(weights) / (1 << 20)));
+  };
+  // A degree's measured points: each shape's time as `pick` takes it from the passes.
+  const auto points_of = [&](const std::vector<std::vector<double>>& per_pass, auto pick) {
+    std::vector<CalibrationPoint> points;
+    for (std::size_t i = 0; i < grid.size(); ++i) {
+      CalibrationPoint p;
+      p.shape = grid[i];
+      p.measured_s = pick(per_pass[i]);
+      const auto [lo, hi] = std::minmax_element(per_pass[i].begin(), per_pass[i].end());
+      p.spread = p.measured_s > 0 ? (*hi - *lo) / p.measured_s : 0;
+      points.push_back(std::move(p));
+    }
+    return points;
   };
 
   const bool default_degrees = o.tp.empty();
@@ -546,6 +560,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     std::vector<std::unique_ptr<shard::CpuShard>> shards;
     std::vector<std::vector<double>> per_pass;  // per shape: each pass's median step time
     std::vector<double> overheads;              // the engine's own time per step: one per pass, 3 at least
+    bool skipped = false;                       // a default degree the model does not split over
   };
   std::vector<Degree> measured;
   // Loads a degree's shards and writes its KV blocks; false when a default degree does not
@@ -597,11 +612,10 @@ Calibration run_calibration(const CalibrateOptions& o) {
   // first load finds the default degrees the model does not split over (skipped).
   for (std::uint32_t pass = 0; pass < o.passes; ++pass) {
     if (pass > 0 && o.between_passes) o.between_passes(pass);
-    measure_bandwidth();
     for (auto& d : measured) {
       if (!load(d)) {
         if (pass > 0) throw std::logic_error("calibrate: tp " + std::to_string(d.tp) + " loaded once, then not");
-        d.tp = 0;  // skipped: dropped below
+        d.skipped = true;  // dropped below
         continue;
       }
       const auto block_size = static_cast<std::uint32_t>(d.cfg.cache.block_size);
@@ -621,51 +635,33 @@ Calibration run_calibration(const CalibrateOptions& o) {
       config::Config engine_cfg = o.config;
       engine_cfg.engine.backend = config::Backend::cpu;
       engine_cfg.engine.tensor_parallel_degree = d.tp;
-      const std::uint32_t now = pass + 1 < o.passes ? 1 : std::max<std::uint32_t>(1, 3 - std::min(3u, pass));
-      for (std::uint32_t i = 0; i < now; ++i) d.overheads.push_back(measure_engine_overhead(engine_cfg, 8));
+      const std::uint32_t count = pass + 1 < o.passes ? 1 : std::max<std::uint32_t>(1, 3 - std::min(3u, pass));
+      for (std::uint32_t i = 0; i < count; ++i) d.overheads.push_back(measure_engine_overhead(engine_cfg, 8));
     }
-    std::erase_if(measured, [](const Degree& d) { return d.tp == 0; });
-    if (out.model.weight_bytes > 0) {
-      const auto bytes = static_cast<std::size_t>(out.model.weight_bytes * double(out.model.params()));
-      weight_sized_bandwidths.push_back(measure_read_bandwidth(cores, std::max<std::size_t>(bytes, 1 << 20), 3));
-      say(fmt::format("read bandwidth over {:.0f} MiB (the weights' size): {:.1f} GB/s", double(bytes) / (1 << 20),
-                      weight_sized_bandwidths.back() / 1e9));
-    }
+    std::erase_if(measured, [](const Degree& d) { return d.skipped; });
+    measure_bandwidths();  // after the first load: the weights' size is known
     // Before the caller's work goes between the passes: a grid the fit refuses (a noisy first
     // pass) fails now, not after it.
     if (pass == 0 && o.passes > 1 && o.between_passes)
-      for (const auto& d : measured) {
-        std::vector<CalibrationPoint> points;
-        for (std::size_t i = 0; i < grid.size(); ++i) {
-          CalibrationPoint p;
-          p.shape = grid[i];
-          p.measured_s = d.per_pass[i].front();
-          points.push_back(std::move(p));
-        }
-        (void)fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats, std::move(points),
-                  bandwidths.front());
-      }
+      for (const auto& d : measured)
+        (void)fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
+                  points_of(d.per_pass, [](const std::vector<double>& v) { return v.front(); }), bandwidths.front());
   }
   out.read_bytes_per_s = median(bandwidths);
-  if (!weight_sized_bandwidths.empty()) out.weight_sized_read_bytes_per_s = median(weight_sized_bandwidths);
+  out.weight_sized_read_bytes_per_s = median(weight_sized_bandwidths);
   if (bandwidths.size() > 1)
-    say(fmt::format("read bandwidth: {:.1f} GB/s (median of {} passes)", out.read_bytes_per_s / 1e9, bandwidths.size()));
+    say(fmt::format("read bandwidth: {:.1f} GB/s over 1 GiB, {:.1f} GB/s over the weights' size (medians of {} passes)",
+                    out.read_bytes_per_s / 1e9, out.weight_sized_read_bytes_per_s / 1e9, bandwidths.size()));
 
   for (auto& d : measured) {
-    std::vector<CalibrationPoint> points;
     double first = 0, last = 0;
-    for (std::size_t i = 0; i < grid.size(); ++i) {
-      CalibrationPoint p;
-      p.shape = grid[i];
-      p.measured_s = median(d.per_pass[i]);
-      const auto [lo, hi] = std::minmax_element(d.per_pass[i].begin(), d.per_pass[i].end());
-      p.spread = p.measured_s > 0 ? (*hi - *lo) / p.measured_s : 0;
-      first += d.per_pass[i].front();
-      last += d.per_pass[i].back();
-      points.push_back(std::move(p));
+    for (const auto& times : d.per_pass) {
+      first += times.front();
+      last += times.back();
     }
     CalibrationFit f = fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
-                           std::move(points), out.read_bytes_per_s);
+                           points_of(d.per_pass, [](const std::vector<double>& v) { return median(v); }),
+                           out.read_bytes_per_s);
     f.pass_drift = first > 0 ? last / first - 1 : 0;
     const auto [lo, hi] = std::minmax_element(d.overheads.begin(), d.overheads.end());
     const double lo_us = *lo * 1e6, hi_us = *hi * 1e6;
