@@ -92,6 +92,13 @@ d = json.load(open(sys.argv[1]))
 (c,) = d["cases"]
 assert c["measured"]["completed"] == 4 and c["simulated"]["completed"] == 4, c
 assert c["measured"]["throughput"] > 0 and c["simulated"]["throughput"] > 0, c
+# Where the time went: the server's step counters over the measured requests and the simulation's
+# step records. Both runs schedule the same requests, so they take about as many steps (the
+# served run's second client may miss the first step by a few microseconds: a step apart).
+m, s = c["measured"], c["simulated"]
+assert m["steps"] > 0 and s["steps"] > 0 and abs(m["steps"] - s["steps"]) <= max(2, 0.25 * s["steps"]), c
+assert m["step_ms"] > 0 and s["step_ms"] > 0 and m["engine_own_us_per_step"] >= 0, c
+assert m["client_cpu_us_per_token"] >= 0 and m["idle_s"] > -0.05 and s["idle_s"] > -0.05, c
 PY
 [[ -s "$tmp/fid/hardware.toml" && -s "$tmp/fid/serve-1.log" ]] || fail "no calibration or server log under --out"
 echo "calibrate and bench fidelity: ok"

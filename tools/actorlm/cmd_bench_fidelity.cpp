@@ -18,8 +18,16 @@ namespace actorlm::tools {
 namespace {
 
 nlohmann::json metrics_json(const bench::FidelityMetrics& m) {
-  return {{"throughput", m.throughput}, {"ttft_p50", m.ttft_p50}, {"ttft_p90", m.ttft_p90},
-          {"e2e_p50", m.e2e_p50},       {"e2e_p90", m.e2e_p90},   {"completed", m.completed}};
+  nlohmann::json j = {{"throughput", m.throughput}, {"ttft_p50", m.ttft_p50}, {"ttft_p90", m.ttft_p90},
+                      {"e2e_p50", m.e2e_p50},       {"e2e_p90", m.e2e_p90},   {"completed", m.completed}};
+  if (m.steps > 0) {
+    j["steps"] = m.steps;
+    j["step_ms"] = 1e3 * m.step_s;
+    j["idle_s"] = m.idle_s;
+  }
+  if (m.serving_step_overhead >= 0) j["engine_own_us_per_step"] = 1e6 * m.serving_step_overhead;
+  if (m.client_cpu_per_token >= 0) j["client_cpu_us_per_token"] = 1e6 * m.client_cpu_per_token;
+  return j;
 }
 
 std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
@@ -32,8 +40,18 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
   std::string table = fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", "workload",
                                   "regime", "clients", "tok/s meas/sim err", "TTFT p50 s", "TTFT p90 s", "E2E p50 s",
                                   "E2E p90 s");
+  // Where the time went: the steps and the time between them, measured and simulated.
+  std::string steps = fmt::format("{:<18} {:<10} {:>7} | {:>11} | {:>19} | {:>13} | {:>10} | {:>10}\n", "workload",
+                                  "regime", "clients", "steps", "ms per step", "idle s", "engine own", "client CPU");
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : r.cases) {
+    const auto& m = c.measured;
+    const auto& s = c.simulated;
+    steps += fmt::format("{:<18} {:<10} {:>7} | {:>5.0f} {:>5.0f} | {:>6.2f} {:>5.2f} {:>6} | {:>6.3f} {:>6.3f} | {:>7.0f} us "
+                         "| {:>5.1f} us/t\n",
+                         c.c.workload, config::to_string(c.c.regime), c.c.clients, m.steps, s.steps, 1e3 * m.step_s,
+                         1e3 * s.step_s, percent(m.step_s > 0 ? s.step_s / m.step_s - 1 : 0), m.idle_s, s.idle_s,
+                         1e6 * m.serving_step_overhead, 1e6 * m.client_cpu_per_token);
     const auto cell = [&](double M::*m, int digits) {
       return fmt::format("{:.{}f} {:.{}f} {:>7}", c.measured.*m, digits, c.simulated.*m, digits, percent(c.error(m)));
     };
@@ -78,7 +96,10 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
             << "\n"
             << fmt::format("the engine's own time per step under serving: {:.0f} us (median over the cases; the "
                            "calibration's in-process engine: {:.0f} us)\n",
-                           1e6 * r.serving_step_overhead, 1e6 * r.calibrated_step_overhead);
+                           1e6 * r.serving_step_overhead, 1e6 * r.calibrated_step_overhead)
+            << "where the time went (measured / simulated: steps, mean step time, time with no step running; measured: "
+               "the engine's own time per step, the load client's CPU per output token):\n"
+            << steps;
   const nlohmann::json j = {{"bench", "fidelity"},
                             {"hardware", r.hardware_key},
                             {"cases", r.cases.size()},
@@ -101,7 +122,7 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"calibrated_step_overhead_us", 1e6 * r.calibrated_step_overhead}};
   if (!out_dir.empty()) {
     std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
-    std::ofstream(out_dir + "/fidelity.txt") << table;
+    std::ofstream(out_dir + "/fidelity.txt") << table << "\n" << steps;
   }
   std::cout << j.dump() << std::endl;
   return 0;

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <stdexcept>
 #include <thread>
@@ -139,13 +140,19 @@ FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
   };
   FidelityMetrics out = rounds.front();
   for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
-                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::serving_step_overhead})
+                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::steps, &FidelityMetrics::step_s,
+                 &FidelityMetrics::idle_s, &FidelityMetrics::serving_step_overhead,
+                 &FidelityMetrics::client_cpu_per_token})
     out.*m = mid(m);
   return out;
 }
 
-// The engine's own time per step so far, from the server's counters: (wall - shards) / steps.
-double serving_step_overhead(const ServerUrl& url) {
+// The server's step counters so far (GET /metrics): steps, their wall time, the shards' part.
+struct StepCounters {
+  double steps = 0, step_s = 0, shard_s = 0;
+};
+
+StepCounters step_counters(const ServerUrl& url) {
   LoadClient client({url.endpoint});
   LoadRequest get;
   get.method = "GET";
@@ -159,9 +166,29 @@ double serving_step_overhead(const ServerUrl& url) {
     if (at == std::string::npos) throw std::runtime_error("GET /metrics: no " + name);
     return std::stod(r.body.substr(at + name.size() + 2));
   };
-  const double steps = value("actorlm_engine_steps_total");
+  return {value("actorlm_engine_steps_total"), value("actorlm_engine_step_seconds_total"),
+          value("actorlm_shard_step_seconds_total")};
+}
+
+// The step figures of a measured run from the counters before and after it.
+void add_step_figures(FidelityMetrics& m, const StepCounters& before, const StepCounters& after, double duration_s) {
+  const double steps = after.steps - before.steps;
   if (steps <= 0) throw std::runtime_error("GET /metrics: no step counted");
-  return (value("actorlm_engine_step_seconds_total") - value("actorlm_shard_step_seconds_total")) / steps;
+  const double step_s = after.step_s - before.step_s;
+  m.steps = steps;
+  m.step_s = step_s / steps;
+  m.idle_s = duration_s - step_s;
+  m.serving_step_overhead = (step_s - (after.shard_s - before.shard_s)) / steps;
+}
+
+// The same figures of a simulated run from its step records.
+void add_step_figures(FidelityMetrics& m, const sim::SimulationResult& r) {
+  if (r.steps.empty()) return;
+  double total = 0;
+  for (const auto& s : r.steps) total += 1e-9 * static_cast<double>(s.end - s.start);
+  m.steps = static_cast<double>(r.steps.size());
+  m.step_s = total / m.steps;
+  m.idle_s = std::max(0.0, r.summary.duration_s - total);  // below 0 only by rounding
 }
 
 // Waits until the server lists its model (the engine is up), or throws with its log.
@@ -301,12 +328,20 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     PromptBuilder prompts(tokenizer, o.seed + i);
     // One request first, unmeasured: the server's first step pays for warming up.
     (void)run_client_workload({sim::WorkloadRequest{0, 16, 4}}, sim::ClosedLoopArrivals{1, 0}, prompts, co);
-    const ClientRun run = run_client_workload(requests, closed, prompts, co);
-    FidelityMetrics m = metrics_of(sim::summarize(run.requests, {}));
+    std::optional<StepCounters> before;
     try {
-      m.serving_step_overhead = serving_step_overhead(url);
+      before = step_counters(url);
     } catch (const std::exception& e) {
-      say(fmt::format("warning: {}: the engine's time per step under serving not read: {}", label, e.what()));
+      say(fmt::format("warning: {}: the server's step counters not read: {}", label, e.what()));
+    }
+    const ClientRun run = run_client_workload(requests, closed, prompts, co);
+    const sim::Summary summary = sim::summarize(run.requests, {});
+    FidelityMetrics m = metrics_of(summary);
+    if (summary.output_tokens > 0) m.client_cpu_per_token = run.cpu_s / static_cast<double>(summary.output_tokens);
+    try {
+      if (before) add_step_figures(m, *before, step_counters(url), summary.duration_s);
+    } catch (const std::exception& e) {
+      say(fmt::format("warning: {}: the server's step counters not read: {}", label, e.what()));
     }
     if (m.completed != requests.size()) {
       std::string kinds;
@@ -314,8 +349,10 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
       throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label, m.completed,
                                            requests.size(), kinds, server.tail()));
     }
-    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; the engine's own {:.0f} us per step",
-                    m.throughput, m.ttft_p90, m.e2e_p90, m.serving_step_overhead * 1e6));
+    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; {:.0f} steps of {:.2f} ms (the "
+                    "engine's own {:.0f} us), {:.3f} s with no step running; the client's CPU {:.1f} us per token",
+                    m.throughput, m.ttft_p90, m.e2e_p90, m.steps, m.step_s * 1e3, m.serving_step_overhead * 1e6,
+                    m.idle_s, m.client_cpu_per_token * 1e6));
     return m;
   };
   // Rounds over all the cases (not one case after another), so that a slow spell of the
@@ -406,9 +443,10 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     sim_cfg.engine.backend = config::Backend::sim;
     sim_cfg.sim.hardware = report.hardware_key;
     sim_cfg.model.preset = sim_model_preset;
-    sim::SimulationOptions so;
-    so.keep_records = false;
-    r.simulated = metrics_of(sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, so).summary);
+    sim::SimulationOptions so;  // the step records kept: they give the step figures
+    const sim::SimulationResult simulated = sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, so);
+    r.simulated = metrics_of(simulated.summary);
+    add_step_figures(r.simulated, simulated);
     r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, so).summary);
     say(fmt::format("case {}: simulated {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", i + 1,
                     r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));

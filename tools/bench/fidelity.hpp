@@ -58,11 +58,18 @@ struct FidelityMetrics {
   double throughput = 0;  // output tokens/s
   double ttft_p50 = 0, ttft_p90 = 0, e2e_p50 = 0, e2e_p90 = 0;  // s
   std::size_t completed = 0;
-  // Measured runs only: the engine's own time per step under serving, (step wall time - the
-  // shard's execution) / steps from the server's counters (GET /metrics, actorlm_engine_*), s;
-  // -1 when they could not be read. Reported beside the calibration's in-process figure, not
-  // used by the simulation.
+  // Where the run's time went, measured from the server's counters over the measured requests
+  // (GET /metrics before and after them: actorlm_engine_steps_total, *_step_seconds_total),
+  // simulated from the simulation's step records; reported, not used by the simulation. -1 (or
+  // 0 steps) when the counters could not be read.
+  double steps = 0;        // engine steps that ran
+  double step_s = -1;      // s: the engine's mean time per step (the shard's execution and its own)
+  double idle_s = -1;      // s: the run's duration less every step's time (no step running)
+  // Measured only: the engine's own time per step under serving, (step time - the shard's
+  // execution) / steps, s (beside the calibration's in-process figure); and the load client's
+  // CPU time per output token (getrusage of this process over the run), s.
   double serving_step_overhead = -1;
+  double client_cpu_per_token = -1;
 };
 
 struct FidelityResult {
