@@ -6,10 +6,12 @@
 // side. libcaf_openssl calls SSL_accept through its PLT, so this executable's SSL_accept comes
 // first: it calls OpenSSL's own (dlsym RTLD_NEXT), and when the handshake fails for good it logs
 // the peer's address, OpenSSL's reason, the certificate check's verdict and the certificate's
-// subject when one was sent. The result and errno are returned as they were; the thread's
+// subject when one was sent (a peer that closes without sending a byte is no refusal: a debug
+// line). The result and errno are returned as they were; the thread's
 // OpenSSL error queue is cleared before the call (as OpenSSL asks before any TLS I/O call, so
 // that SSL_get_error is reliable; CAF does not, and stale errors of an earlier connection would
 // otherwise be reported as this one's) and only peeked after it, so CAF sees the same failure.
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -72,6 +74,19 @@ std::string refusal_reason(SSL* ssl, int error) {
   return why;
 }
 
+// A peer that connected and closed without sending a byte (a TCP health check, a port scan, a
+// client that gave up before its hello) was not refused: nothing of it was judged. Not worth a
+// warning per probe.
+bool closed_before_hello(SSL* ssl, int error) {
+  BIO* in = SSL_get_rbio(ssl);
+  if (in == nullptr || BIO_number_read(in) != 0) return false;
+  // OpenSSL 3 reports the end of the stream as "unexpected eof while reading"; older ones, and
+  // a reset, as a syscall error with nothing queued.
+  const unsigned long e = ERR_peek_last_error();
+  if (e == 0) return error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN;
+  return ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+}
+
 // Per connection (in the SSL object's ex_data): the peer, taken at the first call while the
 // socket is still connected, and whether its refusal was logged (CAF calls SSL_accept again after
 // a failure).
@@ -116,7 +131,10 @@ extern "C" int SSL_accept(SSL* ssl) {
     if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
       h->logged = true;
       try {
-        spdlog::warn("TLS: refused a connection from {}: {}", h->peer, refusal_reason(ssl, error));
+        if (closed_before_hello(ssl, error))
+          spdlog::debug("TLS: {} closed the connection before sending anything (a port probe?)", h->peer);
+        else
+          spdlog::warn("TLS: refused a connection from {}: {}", h->peer, refusal_reason(ssl, error));
       } catch (...) {  // nothing may unwind into libcaf_openssl's C caller
       }
     }

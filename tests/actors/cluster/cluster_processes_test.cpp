@@ -9,6 +9,11 @@
 #define BOOST_TEST_MODULE cluster_processes
 #include "tests/actors/http/server_process.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +97,23 @@ bool ready_reaches(ServerProcess& s, int status, std::chrono::milliseconds timeo
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
+}
+
+// Connects to 127.0.0.1:port and closes at once, sending nothing; returns the connection's own
+// address as a peer sees it ("127.0.0.1:PORT").
+std::string probe_and_close(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_REQUIRE(fd >= 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0);
+  sockaddr_in me{};
+  socklen_t len = sizeof me;
+  BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0);
+  ::close(fd);
+  return "127.0.0.1:" + std::to_string(ntohs(me.sin_port));
 }
 
 std::string write_file(const std::string& name, const std::string& text) {
@@ -235,6 +257,11 @@ BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_c
   BOOST_TEST(w1.log().find("mutual TLS") != std::string::npos, w1.log());
   const std::vector<int> ports{w1.port(), w2.port()};
 
+  // A TCP probe that connects and closes without a byte is no refusal (a debug line only). The
+  // rogue head's refusal below is logged after it (one event loop), so its absence is certain by
+  // then.
+  const std::string probe = probe_and_close(w1.port());
+
   const Tls rogue{cert_dir() + "/other", "rogue"};
   const auto rogue_head = write_file("rogue.toml", head_config(ports, &rogue));
   const Run refused = run_actorlm("generate --max-tokens 4 --config " + rogue_head);
@@ -244,6 +271,7 @@ BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_c
   // The worker says who it refused and why (tools/actorlm/tls_refusal_log.cpp).
   BOOST_TEST(w1.log_reaches("TLS: refused a connection from 127.0.0.1:", std::chrono::seconds(5)), w1.log());
   BOOST_TEST(w1.log().find("the peer's alert") != std::string::npos, w1.log());
+  BOOST_TEST(w1.log().find("refused a connection from " + probe + ":") == std::string::npos, w1.log());
 
   const auto plain_head = write_file("plain.toml", head_config(ports));
   const Run plain = run_actorlm("generate --max-tokens 4 --config " + plain_head);
