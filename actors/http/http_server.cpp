@@ -267,7 +267,8 @@ void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req
       res.set(beast_http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res.body() = metrics.render(stats.counts, kv, !draining && !stopping && stats.healthy, stats.healthy);
       if (const auto cluster = model.cluster_status()) {
-        render_gauge(res.body(), "actorlm_cluster_workers", "Workers in [cluster] workers", cluster->workers);
+        render_gauge(res.body(), "actorlm_cluster_workers", "Worker processes in [cluster] workers (\"head\" not counted)",
+                     cluster->workers);
         render_gauge(res.body(), "actorlm_cluster_workers_up", "Workers hosting this head's ranks now",
                      cluster->workers_up);
         render_counter(res.body(), "actorlm_cluster_worker_failures_total",

@@ -216,6 +216,10 @@ BOOST_AUTO_TEST_CASE(ranks_on_the_head_and_a_worker_give_exactly_the_tokens_and_
   ServerProcess head(config);
   BOOST_TEST(head.log().find("this process (the head) takes ranks [0]") != std::string::npos, head.log());
   BOOST_TEST(head.log().find("takes ranks [1, 2]") != std::string::npos, head.log());
+  // One worker process: the head's own ranks are not counted as a worker.
+  BOOST_TEST(metrics_reach(head, [](const std::string& m) {
+    return metric(m, "actorlm_cluster_workers") == 1 && metric(m, "actorlm_cluster_workers_up") == 1;
+  }), head.log());
   check_same_answers(answers_of(head), tp, "one process");
 
   // The worker lost: the head's own rank is let go with the engine, and both come back with it.
@@ -225,6 +229,14 @@ BOOST_AUTO_TEST_CASE(ranks_on_the_head_and_a_worker_give_exactly_the_tokens_and_
   w1.reset();
   WorkerProcess again(worker_config(), w1_port);
   BOOST_TEST(ready_reaches(head, 200, std::chrono::seconds(30)), head.log());
+  // The old rank 0 was gone before the new one loaded its weights (never both in memory).
+  const std::string log = head.log();
+  const auto stopped = log.find("the head's 1 rank(s) stopped in");
+  const std::string loading = "worker head (in process): loading ranks [0]";
+  const auto first = log.find(loading);
+  BOOST_TEST(stopped != std::string::npos, log);
+  BOOST_TEST(first < stopped, log);
+  BOOST_TEST(log.find(loading, first + 1) > stopped, log);
   check_same_answers(answers_of(head), tp, "one process");
 }
 
