@@ -6,52 +6,70 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+#include <caf/system_messages.hpp>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 namespace actorlm::cluster {
 
 namespace {
 
 constexpr std::chrono::milliseconds poll_interval{100};
+constexpr std::chrono::milliseconds first_backoff{250};
+constexpr std::chrono::milliseconds max_backoff{2000};
 
 // The worker processes in [cluster] workers: "head" (ranks in this process) is none.
 std::uint32_t remote_workers(const config::Config& cfg) {
   const auto& w = cfg.cluster.workers;
-  return static_cast<std::uint32_t>(std::count_if(w.begin(), w.end(), [](const std::string& a) { return a != config::head_worker; }));
+  return static_cast<std::uint32_t>(
+      std::count_if(w.begin(), w.end(), [](const std::string& a) { return a != config::head_worker; }));
 }
-constexpr std::chrono::milliseconds first_backoff{250};
-constexpr std::chrono::milliseconds max_backoff{2000};
+
+// How long the head's own ranks may take to stop. One blocked in a collective with a lost peer
+// stops when the collective gives up: the cpu backend's all-reduce after 60 s, a layer split's
+// link to the next stage after the step deadline + 10 s (cpu_backend.cpp); 5 s more for the rest.
+std::chrono::milliseconds local_stop_bound(const config::Config& cfg) {
+  const auto step = std::chrono::milliseconds(static_cast<std::int64_t>(1000 * cfg.engine.step_timeout_s));
+  return std::max<std::chrono::milliseconds>(std::chrono::seconds(60), step + std::chrono::seconds(10)) +
+         std::chrono::seconds(5);
+}
 
 void stop_shards(const std::vector<shard::shard_actor>& shards) {
   for (const auto& s : shards)
     if (s) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
 }
 
-// Stops the shards and waits up to `timeout` for those of this process (the head's own ranks)
-// to be gone: until then they hold their weights, and the next ones would load theirs beside
-// them. (A rank blocked in a collective with a lost peer stops when the collective times out.)
-// Returns how many of them are still running.
-std::size_t stop_and_await_local(caf::actor_system& sys, const std::vector<shard::shard_actor>& shards,
-                                 std::chrono::milliseconds timeout) {
+struct LocalStop {
+  std::size_t ranks = 0;    // the head's own ranks among the shards
+  std::size_t running = 0;  // of them, still running when the wait ended
+};
+
+// Stops the shards and waits up to `bound` for those of this process (the head's own ranks) to be
+// gone: until then they hold their weights, and the next ones would load theirs beside them.
+// Gives up early when `stopping` says so (the daemon is shutting down).
+LocalStop stop_and_await_local(caf::actor_system& sys, const std::vector<shard::shard_actor>& shards,
+                               std::chrono::milliseconds bound, const std::function<bool()>& stopping) {
   caf::scoped_actor self{sys};
-  std::size_t running = 0;
+  LocalStop out;
   for (const auto& s : shards)
     if (s && s.node() == sys.node()) {
       self->monitor(s);  // before the exit: its down message cannot be missed
-      ++running;
+      ++out.ranks;
     }
+  out.running = out.ranks;
   stop_shards(shards);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (bool timed_out = false; running > 0 && !timed_out;) {
+  const auto deadline = std::chrono::steady_clock::now() + bound;
+  while (out.running > 0 && !stopping()) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    self->receive([&](const caf::down_msg&) { --running; },
-                  caf::after(std::max(left, std::chrono::milliseconds(0))) >> [&] { timed_out = true; });
+    if (left.count() <= 0) break;
+    self->receive([&](const caf::down_msg&) { --out.running; },
+                  caf::after(std::min(left, poll_interval)) >> [] {});  // then look at `stopping` again
   }
-  return running;
+  return out;
 }
 
 }  // namespace
@@ -116,16 +134,18 @@ bool ClusterSupervisor::recover(engine::Engine& engine, const std::string& failu
   const auto t0 = std::chrono::steady_clock::now();
   // The surviving workers drop their ranks when the old rendezvous store goes; the head's own
   // ranks are awaited, so that their weights are not held twice.
-  const auto& old_shards = current_->shards();
-  const std::size_t local = std::count_if(old_shards.begin(), old_shards.end(),
-                                          [&](const auto& s) { return s && s.node() == sys_.node(); });
-  const auto await = std::chrono::milliseconds(static_cast<std::int64_t>(1000 * cfg_.engine.step_timeout_s));
-  if (const std::size_t left = stop_and_await_local(sys_, old_shards, await); left > 0)
-    spdlog::warn("cluster: {} of the head's {} rank(s) did not stop within {:.0f} s (engine.step_timeout_s); the next "
-                 "ones load beside them, holding their memory twice until they do", left, local,
-                 cfg_.engine.step_timeout_s);
-  else if (local > 0)
-    spdlog::info("cluster: the head's {} rank(s) stopped in {:.2f} s, their memory released", local,
+  const auto stopping = [this] {
+    std::lock_guard lock(mu_);
+    return stop_;
+  };
+  const LocalStop local = stop_and_await_local(sys_, current_->shards(), local_stop_bound(cfg_), stopping);
+  if (stopping()) return false;  // shutting down: no reconnecting
+  if (local.running > 0)
+    spdlog::warn("cluster: {} of the head's {} rank(s) still running after {:.1f} s; the next ones load beside them, "
+                 "holding their memory twice until they stop", local.running, local.ranks,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  else if (local.ranks > 0)
+    spdlog::info("cluster: the head's {} rank(s) stopped in {:.2f} s, their memory released", local.ranks,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   current_.reset();
   auto backoff = first_backoff;

@@ -40,24 +40,25 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
   std::string table = fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", "workload",
                                   "regime", "clients", "tok/s meas/sim err", "TTFT p50 s", "TTFT p90 s", "E2E p50 s",
                                   "E2E p90 s");
-  // Where the time went: the steps and the time between them, measured and simulated.
-  std::string steps = fmt::format("{:<18} {:<10} {:>7} | {:>11} | {:>19} | {:>13} | {:>10} | {:>10}\n", "workload",
+  // Where the time went: the steps and the time between them, measured and simulated ("-" where
+  // the server's counters could not be read).
+  std::string steps = fmt::format("{:<18} {:<10} {:>7} | {:>13} | {:>21} | {:>15} | {:>10} | {:>12}\n", "workload",
                                   "regime", "clients", "steps", "ms per step", "idle s", "engine own", "client CPU");
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : r.cases) {
     const auto& m = c.measured;
     const auto& s = c.simulated;
-    steps += fmt::format("{:<18} {:<10} {:>7} | {:>5.0f} {:>5.0f} | {:>6.2f} {:>5.2f} {:>6} | {:>6.3f} {:>6.3f} | {:>7.0f} us "
-                         "| {:>5.1f} us/t\n",
-                         c.c.workload, config::to_string(c.c.regime), c.c.clients, m.steps, s.steps, 1e3 * m.step_s,
-                         1e3 * s.step_s, percent(m.step_s > 0 ? s.step_s / m.step_s - 1 : 0), m.idle_s, s.idle_s,
-                         1e6 * m.serving_step_overhead, 1e6 * m.client_cpu_per_token);
-    const auto cell = [&](double M::*m, int digits) {
-      return fmt::format("{:.{}f} {:.{}f} {:>7}", c.measured.*m, digits, c.simulated.*m, digits, percent(c.error(m)));
+    const auto value = [](bool known, double v, int digits) {
+      return known ? fmt::format("{:.{}f}", v, digits) : std::string("-");
     };
-    table += fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", c.c.workload,
-                         config::to_string(c.c.regime), c.c.clients, cell(&M::throughput, 1), cell(&M::ttft_p50, 3),
-                         cell(&M::ttft_p90, 3), cell(&M::e2e_p50, 3), cell(&M::e2e_p90, 3));
+    const bool mk = m.steps > 0, sk = s.steps > 0;
+    steps += fmt::format("{:<18} {:<10} {:>7} | {:>6} {:>6} | {:>6} {:>6} {:>7} | {:>7} {:>7} | {:>7} us | {:>7} us/t\n",
+                         c.c.workload, config::to_string(c.c.regime), c.c.clients, value(mk, m.steps, 0),
+                         value(sk, s.steps, 0), value(mk, 1e3 * m.step_s, 2),
+                         value(sk, 1e3 * s.step_s, 2), mk && sk ? percent(s.step_s / m.step_s - 1) : "-",
+                         value(mk, m.idle_s, 3), value(sk, s.idle_s, 3),
+                         value(mk, 1e6 * m.serving_step_overhead, 0),
+                         value(m.client_cpu_per_token >= 0, 1e6 * m.client_cpu_per_token, 1));
     cases.push_back({{"workload", c.c.workload},
                      {"regime", config::to_string(c.c.regime)},
                      {"clients", c.c.clients},

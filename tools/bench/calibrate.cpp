@@ -82,14 +82,6 @@ sim::Hardware hardware_of(const std::array<double, param_count>& theta, RowThres
   return h;
 }
 
-sim::StepShape step_shape(const CalibrationShape& s, std::uint32_t repeats) {
-  sim::StepShape out;
-  for (std::uint32_t i = 0; s.chunk > 0 && i < s.prompts; ++i) out.add(s.chunk, s.offset + s.chunk, true);
-  // The median timed step of a decoding sequence computes position context + repeats / 2.
-  for (std::uint32_t i = 0; i < s.batch; ++i) out.add(1, s.context + repeats / 2 + 1, true);
-  return out;
-}
-
 // phi_k(shape): the cost model's seconds with parameter k at 1 (unit rate) and the rest free.
 std::array<double, param_count> features(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
                                          RowThresholds rows, const sim::StepShape& shape) {
@@ -276,7 +268,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
   std::vector<std::vector<double>> a;
   std::vector<double> b;
   for (const auto& p : points) {
-    const auto shape = step_shape(p.shape, repeats);
+    const auto shape = calibration_step_shape(p.shape, repeats);
     const auto phi = features(m, tp, block_size, rows, shape);
     std::vector<double> row(used);
     for (std::size_t k = 0; k < used; ++k) row[k] = phi[k] / p.measured_s;  // relative error
@@ -336,7 +328,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
   const sim::CostModel model(m, h, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
   double sq = 0;
   for (auto& p : points) {
-    const sim::StepCost c = model.step(step_shape(p.shape, repeats));
+    const sim::StepCost c = model.step(calibration_step_shape(p.shape, repeats));
     p.predicted_s = c.seconds;
     const auto worst = std::max_element(c.by_op.begin(), c.by_op.end()) - c.by_op.begin();
     p.bound = std::string(sim::to_string(static_cast<sim::Op>(worst)));
@@ -349,9 +341,19 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
   return f;
 }
 
-// The fit at the large-batch threshold (of large_batch_candidates) that predicts the grid best.
-CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
-                   const std::vector<CalibrationPoint>& points, double read_bytes_per_s) {
+}  // namespace
+
+sim::StepShape calibration_step_shape(const CalibrationShape& s, std::uint32_t repeats) {
+  sim::StepShape out;
+  for (std::uint32_t i = 0; s.chunk > 0 && i < s.prompts; ++i) out.add(s.chunk, s.offset + s.chunk, true);
+  // The median timed step of a decoding sequence computes position context + repeats / 2.
+  for (std::uint32_t i = 0; i < s.batch; ++i) out.add(1, s.context + repeats / 2 + 1, true);
+  return out;
+}
+
+CalibrationFit fit_calibration(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
+                               std::uint32_t repeats, const std::vector<CalibrationPoint>& points,
+                               double read_bytes_per_s) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   std::optional<CalibrationFit> best;
   for (const std::uint32_t large_rows : large_batch_candidates) {
@@ -360,6 +362,8 @@ CalibrationFit fit(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t bl
   }
   return std::move(*best);
 }
+
+namespace {
 
 // The engine's own time per step (planning, the block manager's round trip, the hops to and
 // from the shard actor, the delivery): `requests` requests of 32 tokens decoding together through
@@ -644,7 +648,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     // pass) fails now, not after it.
     if (pass == 0 && o.passes > 1 && o.between_passes)
       for (const auto& d : measured)
-        (void)fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
+        (void)fit_calibration(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
                   points_of(d.per_pass, [](const std::vector<double>& v) { return v.front(); }), bandwidths.front());
   }
   out.read_bytes_per_s = median(bandwidths);
@@ -659,7 +663,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
       first += times.front();
       last += times.back();
     }
-    CalibrationFit f = fit(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
+    CalibrationFit f = fit_calibration(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
                            points_of(d.per_pass, [](const std::vector<double>& v) { return median(v); }),
                            out.read_bytes_per_s);
     f.pass_drift = first > 0 ? last / first - 1 : 0;

@@ -36,6 +36,7 @@
 
 #include "actors/config/config.hpp"
 #include "sim/model/catalogue.hpp"
+#include "sim/model/cost_model.hpp"
 
 #include <cstdint>
 #include <functional>
@@ -113,6 +114,20 @@ std::vector<CalibrationShape> quick_calibration_grid();
 // entry (CalibrationFit::dropped) and the cost model's fallback applies (large GEMMs then run at
 // the few-row rate).
 Calibration run_calibration(const CalibrateOptions&);
+
+// The step a shape's timed steps make, as the cost model sees it (their median step: a decoding
+// sequence's context grows by one per timed step).
+sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t repeats);
+
+// The cost model fitted to measured points, as run_calibration fits its measurements: at every
+// candidate large_batch_gemm_rows, the one whose fit predicts the points best (least rms relative
+// error); small_gemm_rows is default_panel_min_rows. `read_bytes_per_s`: the
+// measured read bandwidth of all ranks; `repeats`: the timed steps per shape (a decode
+// sequence's context grows by one per step). Throws std::runtime_error when every fit finds every
+// GEMM free. The result's hardware has no step overhead (run_calibration measures it apart).
+CalibrationFit fit_calibration(const sim::ModelPreset&, std::uint32_t tp, std::uint32_t block_size,
+                               std::uint32_t repeats, const std::vector<CalibrationPoint>&,
+                               double read_bytes_per_s);
 
 // A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,
 // with the measurements and residuals as comments.

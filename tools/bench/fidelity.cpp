@@ -23,8 +23,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <optional>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -129,21 +129,27 @@ FidelityMetrics metrics_of(const sim::Summary& s) {
   return m;
 }
 
-// Each figure's median over rounds (the mean of the middle two for an even count).
+// Each figure's median over rounds (the mean of the middle two for an even count); the step
+// figures over the rounds whose counters were read (steps > 0), as they were when none was.
 FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
-  const auto mid = [&](double FidelityMetrics::*m) {
+  const auto mid = [](const std::vector<FidelityMetrics>& rs, double FidelityMetrics::*m) {
     std::vector<double> v;
-    for (const auto& r : rounds) v.push_back(r.*m);
+    for (const auto& r : rs) v.push_back(r.*m);
     std::sort(v.begin(), v.end());
     const std::size_t n = v.size();
     return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
   };
   FidelityMetrics out = rounds.front();
   for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
-                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::steps, &FidelityMetrics::step_s,
-                 &FidelityMetrics::idle_s, &FidelityMetrics::serving_step_overhead,
-                 &FidelityMetrics::client_cpu_per_token})
-    out.*m = mid(m);
+                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::client_cpu_per_token})
+    out.*m = mid(rounds, m);
+  std::vector<FidelityMetrics> read;
+  for (const auto& r : rounds)
+    if (r.steps > 0) read.push_back(r);
+  if (!read.empty())
+    for (auto m : {&FidelityMetrics::steps, &FidelityMetrics::step_s, &FidelityMetrics::idle_s,
+                   &FidelityMetrics::serving_step_overhead})
+      out.*m = mid(read, m);
   return out;
 }
 
@@ -177,7 +183,7 @@ void add_step_figures(FidelityMetrics& m, const StepCounters& before, const Step
   const double step_s = after.step_s - before.step_s;
   m.steps = steps;
   m.step_s = step_s / steps;
-  m.idle_s = duration_s - step_s;
+  m.idle_s = std::max(0.0, duration_s - step_s);  // below 0 only by the two clocks' rounding
   m.serving_step_overhead = (step_s - (after.shard_s - before.shard_s)) / steps;
 }
 
@@ -188,7 +194,7 @@ void add_step_figures(FidelityMetrics& m, const sim::SimulationResult& r) {
   for (const auto& s : r.steps) total += 1e-9 * static_cast<double>(s.end - s.start);
   m.steps = static_cast<double>(r.steps.size());
   m.step_s = total / m.steps;
-  m.idle_s = std::max(0.0, r.summary.duration_s - total);  // below 0 only by rounding
+  m.idle_s = std::max(0.0, r.summary.duration_s - total);  // below 0 only by rounding, as above
 }
 
 // Waits until the server lists its model (the engine is up), or throws with its log.
@@ -349,10 +355,13 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
       throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label, m.completed,
                                            requests.size(), kinds, server.tail()));
     }
-    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; {:.0f} steps of {:.2f} ms (the "
-                    "engine's own {:.0f} us), {:.3f} s with no step running; the client's CPU {:.1f} us per token",
-                    m.throughput, m.ttft_p90, m.e2e_p90, m.steps, m.step_s * 1e3, m.serving_step_overhead * 1e6,
-                    m.idle_s, m.client_cpu_per_token * 1e6));
+    say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; {}the client's CPU {:.1f} us per token",
+                    m.throughput, m.ttft_p90, m.e2e_p90,
+                    m.steps > 0 ? fmt::format("{:.0f} steps of {:.2f} ms (the engine's own {:.0f} us), {:.3f} s with "
+                                              "no step running; ",
+                                              m.steps, m.step_s * 1e3, m.serving_step_overhead * 1e6, m.idle_s)
+                                : std::string(),
+                    m.client_cpu_per_token * 1e6));
     return m;
   };
   // Rounds over all the cases (not one case after another), so that a slow spell of the
@@ -443,11 +452,13 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     sim_cfg.engine.backend = config::Backend::sim;
     sim_cfg.sim.hardware = report.hardware_key;
     sim_cfg.model.preset = sim_model_preset;
-    sim::SimulationOptions so;  // the step records kept: they give the step figures
-    const sim::SimulationResult simulated = sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, so);
+    sim::SimulationOptions with_steps;  // the step records kept: they give the step figures
+    const sim::SimulationResult simulated = sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, with_steps);
     r.simulated = metrics_of(simulated.summary);
     add_step_figures(r.simulated, simulated);
-    r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, so).summary);
+    sim::SimulationOptions summary_only;
+    summary_only.keep_records = false;
+    r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, summary_only).summary);
     say(fmt::format("case {}: simulated {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", i + 1,
                     r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));
     report.cases.push_back(std::move(r));

@@ -158,6 +158,43 @@ BOOST_AUTO_TEST_CASE(gives_zero_to_a_column_that_is_all_zero) {
              tt::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_times_the_cost_model_made) {
+  // Step times that a known machine gives on the default grid, by the cost model itself: few-row
+  // GEMMs faster below 96 rows (the kernels' threshold), large batches slower from 1,536 rows, no
+  // dequantizing pass. The fit must find that threshold among its candidates, and every rate.
+  const sim::ModelPreset model = sim::Catalogue::builtin().model("smollm2-135m-instruct-q4_1");
+  const double bandwidth = 20e9;
+  sim::Hardware h;
+  h.memory_bytes = 1e18;
+  h.bandwidth = h.host_bandwidth = h.link_bandwidth = bandwidth;
+  h.memory_overlaps_compute = false;
+  h.small_gemm_rows = 96;
+  h.small_gemm_flops = 0.50e12;
+  h.flops = 0.35e12;
+  h.large_batch_rows = 1536;
+  h.large_batch_flops = 0.25e12;
+  h.attention_flops = 0.06e12;
+  h.prefill_attention_flops = 0.10e12;
+  h.kernel_launch = 1.5e-6;
+  const sim::CostModel truth(model, h, sim::Parallelism{sim::ParallelKind::tensor, 1}, 16);
+  const std::uint32_t repeats = 3;
+  std::vector<CalibrationPoint> points;
+  for (const auto& shape : default_calibration_grid())
+    points.push_back({shape, truth.step_seconds(calibration_step_shape(shape, repeats))});
+
+  const CalibrationFit f = fit_calibration(model, 1, 16, repeats, points, bandwidth);
+  BOOST_TEST(f.hardware.small_gemm_rows == 96u);
+  BOOST_TEST(f.hardware.large_batch_rows == 1536u);
+  BOOST_TEST(f.rms_relative_error < 1e-9);
+  const auto close = [](double got, double want) { return std::abs(got / want - 1) < 1e-6; };
+  BOOST_TEST(close(f.hardware.small_gemm_flops, h.small_gemm_flops), f.hardware.small_gemm_flops);
+  BOOST_TEST(close(f.hardware.flops, h.flops), f.hardware.flops);
+  BOOST_TEST(close(f.hardware.large_batch_flops, h.large_batch_flops), f.hardware.large_batch_flops);
+  BOOST_TEST(close(f.hardware.attention_flops, h.attention_flops), f.hardware.attention_flops);
+  BOOST_TEST(close(f.hardware.prefill_attention_flops, h.prefill_attention_flops), f.hardware.prefill_attention_flops);
+  BOOST_TEST(close(f.hardware.kernel_launch, h.kernel_launch), f.hardware.kernel_launch);
+}
+
 namespace {
 
 // The quick grid at TP 1 on the default model, `repeats` steps per shape.
