@@ -140,7 +140,7 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
       "2 closed-loop loads run `actorlm serve` (cpu, default model) driven by bench client's load generator, between "
       "the passes of a calibration of the cost model (cpu backend, TP 1), simulate the same config and workload on "
       "the calibrated hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their "
-      "relative errors");
+      "relative errors, then where each case's time went (steps, their mean time, time with no step running)");
   cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
   cmd->add_option("--hardware", o->hardware_catalogue, "A catalogue written by `actorlm calibrate` (skips calibrating)");
   cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");
