@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <sstream>
 
 using namespace actorlm::testing;
@@ -385,9 +386,32 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests
   WorkerProcess w1(sim_worker_config()), w2(sim_worker_config());
   const auto file = write_file("sim-kill.toml", sim_scenario("wall", {w1.port(), w2.port()}, 400, 64));
   const std::string out = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-sim-kill";
-  auto run = std::async(std::launch::async, [&] { return run_actorlm("simulate " + file + " --out " + out); });
-  BOOST_REQUIRE(w2.log_reaches("ready in", std::chrono::seconds(20)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The run's output to a file, its progress line on it (every 50 ms in wall-clock time), so
+  // that the worker dies once some requests have completed, however slow the machine (a fixed
+  // wait once killed it before any had, under the sanitizers with other tests beside it).
+  const std::string log = out + ".log";
+  auto run = std::async(std::launch::async, [&] {
+    Run r;
+    const std::string cmd = std::string(ACTORLM_BINARY) + " simulate " + file + " --out " + out + " --progress > " +
+                            log + " 2>&1";
+    const int status = std::system(cmd.c_str());
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(log);
+    r.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return r;
+  });
+  const auto completed = [&] {  // the last progress line's count: "] N/400 requests"
+    std::ifstream in(log);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.rfind("/400 requests");
+    if (at == std::string::npos) return 0;
+    const auto from = text.rfind(' ', at);
+    return std::atoi(text.c_str() + (from == std::string::npos ? 0 : from + 1));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (completed() < 8 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  BOOST_REQUIRE_MESSAGE(completed() >= 8, "no 8 requests completed within 60 s");
   w2.signal(SIGKILL);
   BOOST_REQUIRE_MESSAGE(run.wait_for(std::chrono::seconds(30)) == std::future_status::ready,
                         "simulate still running 30 s after the worker died");
@@ -404,6 +428,7 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests
   BOOST_TEST(j["failed"].get<int>() > 0);     // in flight or submitted after it
   BOOST_TEST(j["completed"].get<int>() + j["failed"].get<int>() == 400);
   std::remove(file.c_str());
+  std::remove(log.c_str());
   std::filesystem::remove_all(out);
 }
 
