@@ -139,7 +139,10 @@ bool ClusterSupervisor::recover(engine::Engine& engine, const std::string& failu
     return stop_;
   };
   const LocalStop local = stop_and_await_local(sys_, current_->shards(), local_stop_bound(cfg_), stopping);
-  if (stopping()) return false;  // shutting down: no reconnecting
+  if (stopping()) {
+    spdlog::info("cluster: shutting down: no reconnecting");
+    return false;
+  }
   if (local.running > 0)
     spdlog::warn("cluster: {} of the head's {} rank(s) still running after {:.1f} s; the next ones load beside them, "
                  "holding their memory twice until they stop", local.running, local.ranks,

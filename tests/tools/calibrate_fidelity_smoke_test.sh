@@ -69,7 +69,12 @@ done
 
 "$actorlm" bench fidelity --quick --out "$tmp/fid" >"$tmp/fid.out" 2>"$tmp/fid.err" \
   || fail "bench fidelity exited $?: $(tail -20 "$tmp/fid.err")"
-grep -q '^short-in-long-out  paged' "$tmp/fid.out" || fail "no case row: $(cat "$tmp/fid.out")"
+# The case's row in each table: the figures (tok/s measured, simulated, error, ...) and where the
+# time went (steps measured, simulated, ...).
+grep -qE '^short-in-long-out  paged +2 \| +[0-9.]+ [0-9.]+ +[+-][0-9.]+% \|' "$tmp/fid.out" \
+  || fail "no case row in the figures' table: $(cat "$tmp/fid.out")"
+grep -qE '^short-in-long-out  paged +2 \| +[0-9]+ +[0-9]+ \|' "$tmp/fid.out" \
+  || fail "no case row in the steps' table: $(cat "$tmp/fid.out")"
 # The calibration's second pass came after the case (its passes are spread over the cases).
 python3 - "$tmp/fid.err" <<'PY' || fail "the case did not run between the calibration passes: $(grep -E 'pass|case' "$tmp/fid.err")"
 import sys

@@ -55,10 +55,16 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
     steps += fmt::format("{:<18} {:<10} {:>7} | {:>6} {:>6} | {:>6} {:>6} {:>7} | {:>7} {:>7} | {:>7} us | {:>7} us/t\n",
                          c.c.workload, config::to_string(c.c.regime), c.c.clients, value(mk, m.steps, 0),
                          value(sk, s.steps, 0), value(mk, 1e3 * m.step_s, 2),
-                         value(sk, 1e3 * s.step_s, 2), mk && sk ? percent(s.step_s / m.step_s - 1) : "-",
+                         value(sk, 1e3 * s.step_s, 2), mk && sk && m.step_s > 0 ? percent(s.step_s / m.step_s - 1) : "-",
                          value(mk, m.idle_s, 3), value(sk, s.idle_s, 3),
                          value(mk, 1e6 * m.serving_step_overhead, 0),
                          value(m.client_cpu_per_token >= 0, 1e6 * m.client_cpu_per_token, 1));
+    const auto cell = [&](double M::*field, int digits) {
+      return fmt::format("{:.{}f} {:.{}f} {:>7}", m.*field, digits, s.*field, digits, percent(c.error(field)));
+    };
+    table += fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", c.c.workload,
+                         config::to_string(c.c.regime), c.c.clients, cell(&M::throughput, 1), cell(&M::ttft_p50, 3),
+                         cell(&M::ttft_p90, 3), cell(&M::e2e_p50, 3), cell(&M::e2e_p90, 3));
     cases.push_back({{"workload", c.c.workload},
                      {"regime", config::to_string(c.c.regime)},
                      {"clients", c.c.clients},

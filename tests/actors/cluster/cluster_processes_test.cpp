@@ -390,6 +390,7 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests
   // that the worker dies once some requests have completed, however slow the machine (a fixed
   // wait once killed it before any had, under the sanitizers with other tests beside it).
   const std::string log = out + ".log";
+  std::remove(log.c_str());  // nothing stale read before the shell truncates it
   auto run = std::async(std::launch::async, [&] {
     Run r;
     const std::string cmd = std::string(ACTORLM_BINARY) + " simulate " + file + " --out " + out + " --progress > " +
@@ -409,7 +410,8 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests
     return std::atoi(text.c_str() + (from == std::string::npos ? 0 : from + 1));
   };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (completed() < 8 && std::chrono::steady_clock::now() < deadline)
+  while (completed() < 8 && std::chrono::steady_clock::now() < deadline &&
+         run.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   BOOST_REQUIRE_MESSAGE(completed() >= 8, "no 8 requests completed within 60 s");
   w2.signal(SIGKILL);

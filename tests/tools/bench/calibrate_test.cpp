@@ -1,8 +1,9 @@
 // tools/bench/calibrate.hpp: the non-negative least squares solver over seeded random problems
-// (exact recovery, the optimality (KKT) conditions, zero columns), and one quick calibration of
-// the default model whose predictions are the cost model's and whose catalogue entry reads back
-// as the fitted hardware. Nothing here asserts on how well the fit matches this machine: that is
-// a benchmark figure, and the machine is shared.
+// (exact recovery, the optimality (KKT) conditions, zero columns), the fit on step times the cost
+// model made for a known machine (it finds the large-batch threshold and every rate), and one quick
+// calibration of the default model whose predictions are the cost model's and whose catalogue entry
+// reads back as the fitted hardware. Nothing here asserts on how well the fit matches this machine:
+// that is a benchmark figure, and the machine is shared.
 #define BOOST_TEST_MODULE tools_bench_calibrate
 #include "tools/bench/calibrate.hpp"
 
@@ -179,8 +180,12 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_ti
   const sim::CostModel truth(model, h, sim::Parallelism{sim::ParallelKind::tensor, 1}, 16);
   const std::uint32_t repeats = 3;
   std::vector<CalibrationPoint> points;
-  for (const auto& shape : default_calibration_grid())
-    points.push_back({shape, truth.step_seconds(calibration_step_shape(shape, repeats))});
+  for (const auto& shape : default_calibration_grid()) {
+    CalibrationPoint p;
+    p.shape = shape;
+    p.measured_s = truth.step_seconds(calibration_step_shape(shape, repeats));
+    points.push_back(p);
+  }
 
   const CalibrationFit f = fit_calibration(model, 1, 16, repeats, points, bandwidth);
   BOOST_TEST(f.hardware.small_gemm_rows == 96u);
