@@ -25,8 +25,7 @@ constexpr std::chrono::milliseconds max_backoff{2000};
 // The worker processes in [cluster] workers: "head" (ranks in this process) is none.
 std::uint32_t remote_workers(const config::Config& cfg) {
   const auto& w = cfg.cluster.workers;
-  return static_cast<std::uint32_t>(
-      std::count_if(w.begin(), w.end(), [](const std::string& a) { return a != config::head_worker; }));
+  return static_cast<std::uint32_t>(w.size() - std::count(w.begin(), w.end(), config::head_worker));
 }
 
 // How long the head's own ranks may take to stop. One blocked in a collective with a lost peer
@@ -143,13 +142,12 @@ bool ClusterSupervisor::recover(engine::Engine& engine, const std::string& failu
     spdlog::info("cluster: shutting down: no reconnecting");
     return false;
   }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (local.running > 0)
     spdlog::warn("cluster: {} of the head's {} rank(s) still running after {:.1f} s; the next ones load beside them, "
-                 "holding their memory twice until they stop", local.running, local.ranks,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                 "holding their memory twice until they stop", local.running, local.ranks, waited);
   else if (local.ranks > 0)
-    spdlog::info("cluster: the head's {} rank(s) stopped in {:.2f} s, their memory released", local.ranks,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    spdlog::info("cluster: the head's {} rank(s) stopped in {:.2f} s, their memory released", local.ranks, waited);
   current_.reset();
   auto backoff = first_backoff;
   for (int attempt = 1;; ++attempt) {

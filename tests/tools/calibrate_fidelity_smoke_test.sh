@@ -103,7 +103,8 @@ assert c["measured"]["throughput"] > 0 and c["simulated"]["throughput"] > 0, c
 m, s = c["measured"], c["simulated"]
 assert m["steps"] > 0 and s["steps"] > 0 and abs(m["steps"] - s["steps"]) <= max(2, 0.25 * s["steps"]), c
 assert m["step_ms"] > 0 and s["step_ms"] > 0 and m["engine_own_us_per_step"] >= 0, c
-assert m["client_cpu_us_per_token"] >= 0 and m["idle_s"] > -0.05 and s["idle_s"] > -0.05, c
+assert m["client_cpu_us_per_token"] >= 0 and m["idle_s"] >= 0, c
+assert s["idle_s"] < 1e-3, c  # the simulated closed-loop clients resubmit at once: no step-free time
 PY
 [[ -s "$tmp/fid/hardware.toml" && -s "$tmp/fid/serve-1.log" ]] || fail "no calibration or server log under --out"
 echo "calibrate and bench fidelity: ok"

@@ -7,10 +7,10 @@
 // first: it calls OpenSSL's own (dlsym RTLD_NEXT), and when the handshake fails for good it logs
 // the peer's address, OpenSSL's reason, the certificate check's verdict and the certificate's
 // subject when one was sent (a peer that closes without sending a byte is no refusal: a debug
-// line). The result and errno are returned as they were; the thread's
-// OpenSSL error queue is cleared before the call (as OpenSSL asks before any TLS I/O call, so
-// that SSL_get_error is reliable; CAF does not, and stale errors of an earlier connection would
-// otherwise be reported as this one's) and only peeked after it, so CAF sees the same failure.
+// line). The result and errno are returned as they were; the thread's OpenSSL error queue is
+// cleared before the call (as OpenSSL asks before any TLS I/O call, so that SSL_get_error is
+// reliable; CAF does not, and stale errors of an earlier connection would otherwise be reported
+// as this one's) and only peeked after it, so CAF sees the same failure.
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -77,15 +77,22 @@ struct Run {
   std::string output;
 };
 
-Run run_actorlm(const std::string& args) {
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// With `log`, the output goes to that file as it comes (another thread may read it meanwhile).
+Run run_actorlm(const std::string& args, const std::string& log = "") {
   Run r;
-  const std::string cmd = std::string(ACTORLM_BINARY) + " " + args + " 2>&1";
+  const std::string cmd = std::string(ACTORLM_BINARY) + " " + args + (log.empty() ? "" : " > " + log) + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
   char buf[4096];
   while (std::fgets(buf, sizeof buf, p)) r.output += buf;
   const int status = ::pclose(p);
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (!log.empty()) r.output = read_file(log);
   return r;
 }
 
@@ -384,27 +391,18 @@ BOOST_AUTO_TEST_CASE(simulate_as_a_head_runs_its_scenario_on_sim_shards_on_two_w
 
 BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests_and_the_run_still_reports) {
   WorkerProcess w1(sim_worker_config()), w2(sim_worker_config());
-  const auto file = write_file("sim-kill.toml", sim_scenario("wall", {w1.port(), w2.port()}, 400, 64));
+  constexpr int requests = 400;
+  const auto file = write_file("sim-kill.toml", sim_scenario("wall", {w1.port(), w2.port()}, requests, 64));
   const std::string out = "/tmp/actorlm-cluster-" + std::to_string(::getpid()) + "-sim-kill";
   // The run's output to a file, its progress line on it (every 50 ms in wall-clock time), so
   // that the worker dies once some requests have completed, however slow the machine (a fixed
   // wait once killed it before any had, under the sanitizers with other tests beside it).
   const std::string log = out + ".log";
   std::remove(log.c_str());  // nothing stale read before the shell truncates it
-  auto run = std::async(std::launch::async, [&] {
-    Run r;
-    const std::string cmd = std::string(ACTORLM_BINARY) + " simulate " + file + " --out " + out + " --progress > " +
-                            log + " 2>&1";
-    const int status = std::system(cmd.c_str());
-    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(log);
-    r.output.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return r;
-  });
+  auto run = std::async(std::launch::async, [&] { return run_actorlm("simulate " + file + " --out " + out + " --progress", log); });
   const auto completed = [&] {  // the last progress line's count: "] N/400 requests"
-    std::ifstream in(log);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto at = text.rfind("/400 requests");
+    const std::string text = read_file(log);
+    const auto at = text.rfind("/" + std::to_string(requests) + " requests");
     if (at == std::string::npos) return 0;
     const auto from = text.rfind(' ', at);
     return std::atoi(text.c_str() + (from == std::string::npos ? 0 : from + 1));
@@ -428,7 +426,7 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests
   const json j = json::parse(in)["regimes"][0]["summary"];
   BOOST_TEST(j["completed"].get<int>() > 0);  // the ones before the kill
   BOOST_TEST(j["failed"].get<int>() > 0);     // in flight or submitted after it
-  BOOST_TEST(j["completed"].get<int>() + j["failed"].get<int>() == 400);
+  BOOST_TEST(j["completed"].get<int>() + j["failed"].get<int>() == requests);
   std::remove(file.c_str());
   std::remove(log.c_str());
   std::filesystem::remove_all(out);
