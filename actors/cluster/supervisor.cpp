@@ -2,6 +2,7 @@
 
 #include "actors/cluster/head.hpp"
 #include "actors/engine/engine.hpp"
+#include "actors/serving/backend.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
@@ -28,13 +29,10 @@ std::uint32_t remote_workers(const config::Config& cfg) {
   return static_cast<std::uint32_t>(w.size() - std::count(w.begin(), w.end(), config::head_worker));
 }
 
-// How long the head's own ranks may take to stop. One blocked in a collective with a lost peer
-// stops when the collective gives up: the cpu backend's all-reduce after 60 s, a layer split's
-// link to the next stage after the step deadline + 10 s (cpu_backend.cpp); 5 s more for the rest.
+// How long the head's own ranks may take to stop: one blocked in a collective with a lost peer
+// stops when the collective gives up (the backend's stop bound), and 5 s more for the rest.
 std::chrono::milliseconds local_stop_bound(const config::Config& cfg) {
-  const auto step = std::chrono::milliseconds(static_cast<std::int64_t>(1000 * cfg.engine.step_timeout_s));
-  return std::max<std::chrono::milliseconds>(std::chrono::seconds(60), step + std::chrono::seconds(10)) +
-         std::chrono::seconds(5);
+  return serving::rank_stop_bound(cfg) + std::chrono::seconds(5);
 }
 
 void stop_shards(const std::vector<shard::shard_actor>& shards) {

@@ -10,7 +10,11 @@ namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::map<std::string, BackendLoader, std::less<>> loaders;
+  struct Entry {
+    BackendLoader loader;
+    StopBound stop_bound;
+  };
+  std::map<std::string, Entry, std::less<>> backends;
 };
 
 // Constructed on first use: backends register from other translation units' initializers,
@@ -20,12 +24,26 @@ Registry& registry() {
   return r;
 }
 
+// The registered entry of engine.backend; throws std::invalid_argument naming the registered ones.
+Registry::Entry entry_of(const config::Config& cfg) {
+  const std::string_view name = config::to_string(cfg.engine.backend);
+  {
+    auto& r = registry();
+    std::lock_guard lock(r.mutex);
+    if (auto it = r.backends.find(name); it != r.backends.end()) return it->second;
+  }
+  std::string known;
+  for (const auto& n : registered_backends()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("engine.backend = \"" + std::string(name) + "\" is not available in this build (built with: " +
+                              known + ")");
+}
+
 }  // namespace
 
-bool register_backend(std::string_view name, BackendLoader loader) {
+bool register_backend(std::string_view name, BackendLoader loader, StopBound stop_bound) {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
-  if (!r.loaders.emplace(std::string(name), std::move(loader)).second)
+  if (!r.backends.emplace(std::string(name), Registry::Entry{std::move(loader), std::move(stop_bound)}).second)
     throw std::logic_error("backend '" + std::string(name) + "' registered twice");
   return true;
 }
@@ -34,7 +52,7 @@ std::vector<std::string> registered_backends() {
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   std::vector<std::string> out;
-  for (const auto& [name, loader] : r.loaders) out.push_back(name);
+  for (const auto& [name, entry] : r.backends) out.push_back(name);
   return out;
 }
 
@@ -47,23 +65,16 @@ RankHosting RankHosting::all(const config::Config& cfg) {
 Backend load_backend(const config::Config& cfg) { return load_backend(cfg, RankHosting::all(cfg)); }
 
 Backend load_backend(const config::Config& cfg, const RankHosting& hosting) {
-  const std::string_view name = config::to_string(cfg.engine.backend);
-  BackendLoader loader;
-  {
-    auto& r = registry();
-    std::lock_guard lock(r.mutex);
-    if (auto it = r.loaders.find(name); it != r.loaders.end()) loader = it->second;
-  }
-  if (!loader) {
-    std::string known;
-    for (const auto& n : registered_backends()) known += (known.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("engine.backend = \"" + std::string(name) +
-                                "\" is not available in this build (built with: " + known + ")");
-  }
-  Backend b = loader(cfg, hosting);
+  Backend b = entry_of(cfg).loader(cfg, hosting);
   if ((!b.factory && !hosting.ranks.empty()) || !b.codec)
-    throw std::logic_error("backend '" + std::string(name) + "' returned no shard factory or text codec");
+    throw std::logic_error("backend '" + std::string(config::to_string(cfg.engine.backend)) +
+                           "' returned no shard factory or text codec");
   return b;
+}
+
+std::chrono::milliseconds rank_stop_bound(const config::Config& cfg) {
+  const StopBound bound = entry_of(cfg).stop_bound;
+  return bound ? bound(cfg) : std::chrono::milliseconds(0);
 }
 
 }  // namespace actorlm::serving
