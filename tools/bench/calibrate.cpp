@@ -47,8 +47,25 @@ struct RowThresholds {
   std::uint32_t small_rows = 0, large_rows = 0;
 };
 // Measured on a 2-vCPU Zen 4 (calibrate, prompts prefilled together): steps of 512 tokens on the
-// fp16 rate, of 1024 and 2048 tokens 6-9 % slower than it predicts.
-constexpr std::uint32_t large_batch_candidates[] = {0, 640, 768, 1024, 1536};
+// fp16 rate, of 1024 and 2048 tokens 6-9 % slower than it predicts. So the large-batch rate
+// starts above 512 rows, at a threshold the measurements choose.
+constexpr std::uint32_t min_large_batch_rows = 513;
+
+// The large-batch thresholds the fit tries: none, and each distinct step size (tokens: the rows
+// of the layers' GEMMs) of the measured shapes from min_large_batch_rows on. Each candidate puts
+// a different set of shapes on the large-batch rate, so no two fit alike and the one kept is the
+// best the evidence supports (a fixed list tied wherever the grid had no shape between two of
+// its entries, and the first of them won).
+std::vector<std::uint32_t> large_batch_candidates(const std::vector<CalibrationPoint>& points) {
+  std::vector<std::uint32_t> out{0};
+  for (const auto& p : points) {
+    const std::uint32_t rows = p.shape.chunk * p.shape.prompts + p.shape.batch;
+    if (rows >= min_large_batch_rows) out.push_back(rows);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
 
 // Every rate free and every fixed cost zero: the cost model then charges nothing.
 sim::Hardware free_hardware(RowThresholds rows) {
@@ -356,7 +373,7 @@ CalibrationFit fit_calibration(const sim::ModelPreset& m, std::uint32_t tp, std:
                                double read_bytes_per_s) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   std::optional<CalibrationFit> best;
-  for (const std::uint32_t large_rows : large_batch_candidates) {
+  for (const std::uint32_t large_rows : large_batch_candidates(points)) {
     CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large_rows});
     if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
   }
@@ -416,7 +433,9 @@ std::vector<CalibrationShape> default_calibration_grid() {
     for (std::uint32_t b : {1u, 2u, 4u, 8u, 16u, 24u, 32u, 48u, 64u, small - 1, small, 128u})
       if (std::uint64_t{b} * ctx <= 65536) g.push_back({.batch = b, .context = ctx});
   // Several requests' prompts in one step, as a burst of arrivals gives the scheduler.
-  for (const auto& [n, c] : {std::pair{2u, 512u}, {4u, 128u}, {4u, 512u}, {8u, 64u}, {8u, 256u}, {16u, 32u}, {16u, 128u}})
+  // (768 tokens: a size between 512 and 1024, where the large-batch rate may start.)
+  for (const auto& [n, c] : {std::pair{2u, 512u}, {4u, 128u}, {4u, 512u}, {6u, 128u}, {8u, 64u}, {8u, 256u}, {16u, 32u},
+                             {16u, 128u}})
     g.push_back({.chunk = c, .prompts = n});
   for (std::uint32_t b : {4u, 16u, 48u}) g.push_back({.chunk = 128, .batch = b, .context = 256});
   g.push_back({.chunk = 512, .batch = 8, .context = 512});

@@ -26,7 +26,8 @@
 //   prefill_attention_tflops  prefill attention (a chunk's queries over the chunk and the cache)
 //   kernel_launch_us    per operator: the thread pool's dispatch and the operators' fixed costs
 //   large_batch_gemm_tflops  GEMMs of large_batch_gemm_rows rows or more (steps of many prompts),
-//                       the threshold chosen among a few as the one whose fit is best
+//                       the threshold chosen among the grid's step sizes above 512 tokens as
+//                       the one whose fit is best
 //   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
 // Not fitted: the memory bandwidth is measured (a read benchmark on the same threads), and
 // memory time adds to arithmetic on the cpu (memory_overlaps_compute = false); the engine's own
@@ -120,8 +121,8 @@ Calibration run_calibration(const CalibrateOptions&);
 sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t repeats);
 
 // The cost model fitted to measured points, as run_calibration fits its measurements: at every
-// candidate large_batch_gemm_rows, the one whose fit predicts the points best (least rms relative
-// error); small_gemm_rows is default_panel_min_rows (0 when the few-row rate is dropped).
+// candidate large_batch_gemm_rows (none, and each distinct step size of the points from 513
+// tokens on), the one whose fit predicts the points best (least rms relative error); small_gemm_rows is default_panel_min_rows (0 when the few-row rate is dropped).
 // `read_bytes_per_s`: the measured read bandwidth of all ranks; `repeats`: the timed steps per
 // shape (a decode sequence's context grows by one per step). Throws std::runtime_error when a
 // candidate's fit finds every GEMM free. The result's hardware has no step overhead (run_calibration measures it apart).

@@ -159,10 +159,16 @@ BOOST_AUTO_TEST_CASE(gives_zero_to_a_column_that_is_all_zero) {
              tt::per_element());
 }
 
-BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_times_the_cost_model_made) {
-  // Step times that a known machine gives on the default grid, by the cost model itself: few-row
-  // GEMMs faster below 96 rows (the kernels' threshold), large batches slower from 1,536 rows, no
-  // dequantizing pass. The fit must find that threshold among its candidates, and every rate.
+namespace {
+
+// Step times that a known machine gives on the default grid, by the cost model itself: few-row
+// GEMMs faster below 96 rows (the kernels' threshold), large batches slower from `large_rows`
+// rows, no dequantizing pass; and the fit of them.
+struct PlantedFit {
+  sim::Hardware truth;
+  CalibrationFit fit;
+};
+PlantedFit planted_fit(std::uint32_t large_rows) {
   const sim::ModelPreset model = sim::Catalogue::builtin().model("smollm2-135m-instruct-q4_1");
   const double bandwidth = 20e9;
   sim::Hardware h;
@@ -172,7 +178,7 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_ti
   h.small_gemm_rows = 96;
   h.small_gemm_flops = 0.50e12;
   h.flops = 0.35e12;
-  h.large_batch_rows = 1536;
+  h.large_batch_rows = large_rows;
   h.large_batch_flops = 0.25e12;
   h.attention_flops = 0.06e12;
   h.prefill_attention_flops = 0.10e12;
@@ -186,18 +192,35 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_ti
     p.measured_s = truth.step_seconds(calibration_step_shape(shape, repeats));
     points.push_back(p);
   }
+  return {h, fit_calibration(model, 1, 16, repeats, points, bandwidth)};
+}
 
-  const CalibrationFit f = fit_calibration(model, 1, 16, repeats, points, bandwidth);
-  BOOST_TEST(f.hardware.small_gemm_rows == 96u);
-  BOOST_TEST(f.hardware.large_batch_rows == 1536u);
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_times_the_cost_model_made) {
+  // Planted at 768 and at 1,024 tokens, two step sizes of the grid (6 x 128 and 2 x 512 prompts).
+  for (const std::uint32_t rows : {768u, 1024u}) {
+    const auto [h, f] = planted_fit(rows);
+    BOOST_TEST(f.hardware.small_gemm_rows == 96u);
+    BOOST_TEST(f.hardware.large_batch_rows == rows);
+    BOOST_TEST(f.rms_relative_error < 1e-9);
+    const auto close = [](double got, double want) { return std::abs(got / want - 1) < 1e-6; };
+    BOOST_TEST(close(f.hardware.small_gemm_flops, h.small_gemm_flops), f.hardware.small_gemm_flops);
+    BOOST_TEST(close(f.hardware.flops, h.flops), f.hardware.flops);
+    BOOST_TEST(close(f.hardware.large_batch_flops, h.large_batch_flops), f.hardware.large_batch_flops);
+    BOOST_TEST(close(f.hardware.attention_flops, h.attention_flops), f.hardware.attention_flops);
+    BOOST_TEST(close(f.hardware.prefill_attention_flops, h.prefill_attention_flops), f.hardware.prefill_attention_flops);
+    BOOST_TEST(close(f.hardware.kernel_launch, h.kernel_launch), f.hardware.kernel_launch);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_threshold_between_two_step_sizes_of_the_grid_is_found_as_the_next_size_up) {
+  // 1,536 tokens: the grid has steps of 1,024 and of 2,048 and none between, so the thresholds
+  // 1,025 to 2,048 describe its times alike; the fit names the grid's size, 2,048, and fits exactly.
+  const auto [h, f] = planted_fit(1536);
+  BOOST_TEST(f.hardware.large_batch_rows == 2048u);
   BOOST_TEST(f.rms_relative_error < 1e-9);
-  const auto close = [](double got, double want) { return std::abs(got / want - 1) < 1e-6; };
-  BOOST_TEST(close(f.hardware.small_gemm_flops, h.small_gemm_flops), f.hardware.small_gemm_flops);
-  BOOST_TEST(close(f.hardware.flops, h.flops), f.hardware.flops);
-  BOOST_TEST(close(f.hardware.large_batch_flops, h.large_batch_flops), f.hardware.large_batch_flops);
-  BOOST_TEST(close(f.hardware.attention_flops, h.attention_flops), f.hardware.attention_flops);
-  BOOST_TEST(close(f.hardware.prefill_attention_flops, h.prefill_attention_flops), f.hardware.prefill_attention_flops);
-  BOOST_TEST(close(f.hardware.kernel_launch, h.kernel_launch), f.hardware.kernel_launch);
+  BOOST_TEST(std::abs(f.hardware.large_batch_flops / h.large_batch_flops - 1) < 1e-6);
 }
 
 namespace {
