@@ -101,6 +101,13 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                                   100 * r.max_abs_error_p90_e2e_uncorrected)
                     : std::string())
             << "\n"
+            << (r.calibration_pass_spread > 0
+                    ? fmt::format("the calibration's passes spread {:.1f} % per shape (median){}\n",
+                                  100 * r.calibration_pass_spread,
+                                  r.calibration_pass_spread > bench::noisy_pass_spread
+                                      ? ": the machine's speed moved by more than +-5 %, the goal's mean error"
+                                      : "")
+                    : std::string())
             << fmt::format("the engine's own time per step under serving: {:.0f} us (median over the cases; the "
                            "calibration's in-process engine: {:.0f} us)\n",
                            1e6 * r.serving_step_overhead, 1e6 * r.calibrated_step_overhead)
@@ -118,6 +125,7 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft},
                             {"machine_drift", r.machine_drift},
                             {"calibration_interleaved", r.interleaved},
+                            {"calibration_pass_spread", r.calibration_pass_spread},
                             {"drift_corrected", r.drift_corrected},
                             {"slowdown_min", r.slowdown_min},
                             {"slowdown_max", r.slowdown_max},

@@ -36,6 +36,7 @@ nlohmann::json to_json(const bench::CalibrationFit& f) {
           {"shapes", f.points.size()},
           {"rms_relative_error", f.rms_relative_error},
           {"max_relative_error", f.max_relative_error},
+          {"median_pass_spread", f.median_pass_spread},
           {"small_gemm_tflops", h.small_gemm_flops / 1e12},
           {"fp16_tflops", h.flops / 1e12},
           {"gemm_dequant_gweights_per_s", h.gemm_weight_rate / 1e9},

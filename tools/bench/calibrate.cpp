@@ -686,6 +686,11 @@ Calibration run_calibration(const CalibrateOptions& o) {
                            points_of(d.per_pass, [](const std::vector<double>& v) { return median(v); }),
                            out.read_bytes_per_s);
     f.pass_drift = first > 0 ? last / first - 1 : 0;
+    if (o.passes > 1) {
+      std::vector<double> spreads;
+      for (const auto& p : f.points) spreads.push_back(p.spread);
+      f.median_pass_spread = median(std::move(spreads));
+    }
     const auto [lo, hi] = std::minmax_element(d.overheads.begin(), d.overheads.end());
     const double lo_us = *lo * 1e6, hi_us = *hi * 1e6;
     const std::size_t n = d.overheads.size();
@@ -694,6 +699,11 @@ Calibration run_calibration(const CalibrateOptions& o) {
                     "{:.0f} us ({:.0f}-{:.0f})", d.tp, n, f.hardware.step_overhead * 1e6, lo_us, hi_us));
     if (o.passes > 1)
       say(fmt::format("tp {}: the last pass's steps took {:+.1f} % longer than the first's", d.tp, 100 * f.pass_drift));
+    if (f.median_pass_spread > noisy_pass_spread)
+      say(fmt::format("tp {}: warning: a shape's passes spread {:.0f} % (max - min over median; the median over the "
+                      "shapes): the machine's speed moved by more than +-5 % while it measured, and the fit's residuals "
+                      "describe that as much as the model. More passes (--passes 5) or a quieter moment give steadier "
+                      "figures", d.tp, 100 * f.median_pass_spread));
     f.threads_per_rank = d.threads_per_rank;
     f.hardware.key = fmt::format("{}-tp{}", o.name, d.tp);
     f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
@@ -753,6 +763,9 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     for (const auto& d : f.dropped) t += "# fitted as free, so left out: " + d + "\n";
     t += fmt::format("# Fit over {} shapes, {} thread(s) per rank: rms relative error {:.1f} %, max {:.1f} %.\n",
                      f.points.size(), f.threads_per_rank, 100 * f.rms_relative_error, 100 * f.max_relative_error);
+    if (f.median_pass_spread > 0)
+      t += fmt::format("# The shapes' passes spread {:.1f} % (median over the shapes){}.\n", 100 * f.median_pass_spread,
+                       f.median_pass_spread > noisy_pass_spread ? ": a noisy machine, the residuals are as much noise" : "");
     t += "#   shape                              measured ms  predicted ms   error  spread  costliest op\n";
     t += "#   (measured: median over passes of each pass's median step; spread: (max - min) / median over passes)\n";
     for (const auto& p : f.points)

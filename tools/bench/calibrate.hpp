@@ -71,8 +71,16 @@ struct CalibrationFit {
   double rms_relative_error = 0;
   double max_relative_error = 0;
   double pass_drift = 0;  // the grid's total step time in the last pass over the first's, minus 1
+  // The shapes' median spread between passes ((max - min) / median of a shape's pass medians; 0
+  // with one pass): how much the machine's speed moved while it measured. Above
+  // noisy_pass_spread, the residuals describe that as much as the model.
+  double median_pass_spread = 0;
   std::vector<std::string> dropped;  // rates the fit found free, left out (the model's default applies)
 };
+
+// A median pass spread above this (the machine's speed moving by more than +-5 %, the fidelity
+// goal's mean error) draws a warning.
+inline constexpr double noisy_pass_spread = 0.10;
 
 struct Calibration {
   std::string model_path;

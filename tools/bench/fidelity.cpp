@@ -414,6 +414,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     std::ofstream(catalogue_path) << hardware_catalogue_toml(cal);
     report.hardware_key = cal.fits.at(0).hardware.key;
     if (interleaved) report.machine_drift = cal.fits.at(0).pass_drift;
+    report.calibration_pass_spread = cal.fits.at(0).median_pass_spread;
     const double preset_bytes = sim::Catalogue::builtin().model(sim_model_preset).weight_bytes;
     if (std::abs(cal.model.weight_bytes / preset_bytes - 1) > 0.01)
       say(fmt::format("warning: the model holds {:.4g} bytes per weight, the simulated preset {} {:.4g}: "

@@ -94,6 +94,7 @@ struct FidelityReport {
   // were interleaved with the cases, otherwise the quick grid after the cases against before.
   double machine_drift = 0;
   bool interleaved = false;  // the calibration's passes ran before, between and after the cases
+  double calibration_pass_spread = 0;  // CalibrationFit::median_pass_spread (0: one pass, or --hardware)
   // The cases' step-time factors for the drift (1 without drift correction), and the errors
   // without them.
   bool drift_corrected = false;
