@@ -72,7 +72,7 @@ LocalStop stop_and_await_local(caf::actor_system& sys, const std::vector<shard::
 }  // namespace
 
 ClusterSupervisor::ClusterSupervisor(caf::actor_system& sys, const config::Config& cfg, std::string identity)
-    : sys_(sys), cfg_(cfg), identity_(std::move(identity)) {
+    : sys_(sys), cfg_(cfg), identity_(std::move(identity)), local_stop_bound_(local_stop_bound(cfg)) {
   current_ = std::make_unique<ClusterShards>(sys_, cfg_, identity_);
   workers_up_ = remote_workers(cfg_);
 }
@@ -135,7 +135,7 @@ bool ClusterSupervisor::recover(engine::Engine& engine, const std::string& failu
     std::lock_guard lock(mu_);
     return stop_;
   };
-  const LocalStop local = stop_and_await_local(sys_, current_->shards(), local_stop_bound(cfg_), stopping);
+  const LocalStop local = stop_and_await_local(sys_, current_->shards(), local_stop_bound_, stopping);
   if (stopping()) {
     spdlog::info("cluster: shutting down: no reconnecting");
     return false;

@@ -54,6 +54,7 @@ class ClusterSupervisor {
   config::Config cfg_;
   std::string identity_;
   std::unique_ptr<ClusterShards> current_;
+  std::chrono::milliseconds local_stop_bound_{0};  // how long the head's own ranks may take to stop
   std::atomic<std::uint32_t> workers_up_{0};
   std::atomic<std::uint64_t> failures_{0}, recoveries_{0};
   std::mutex mu_;

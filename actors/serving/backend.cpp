@@ -41,6 +41,7 @@ Registry::Entry entry_of(const config::Config& cfg) {
 }  // namespace
 
 bool register_backend(std::string_view name, BackendLoader loader, StopBound stop_bound) {
+  if (!stop_bound) throw std::logic_error("backend '" + std::string(name) + "' registered without a stop bound");
   auto& r = registry();
   std::lock_guard lock(r.mutex);
   if (!r.backends.emplace(std::string(name), Registry::Entry{std::move(loader), std::move(stop_bound)}).second)
@@ -72,9 +73,6 @@ Backend load_backend(const config::Config& cfg, const RankHosting& hosting) {
   return b;
 }
 
-std::chrono::milliseconds rank_stop_bound(const config::Config& cfg) {
-  const StopBound bound = entry_of(cfg).stop_bound;
-  return bound ? bound(cfg) : std::chrono::milliseconds(0);
-}
+std::chrono::milliseconds rank_stop_bound(const config::Config& cfg) { return entry_of(cfg).stop_bound(cfg); }
 
 }  // namespace actorlm::serving

@@ -61,14 +61,15 @@ struct RankHosting {
 using BackendLoader = std::function<Backend(const config::Config&, const RankHosting& hosting)>;
 
 // How long a rank of a backend may take to stop after a peer is lost (a worker's process died):
-// the longest any of its collectives waits before it gives up. A cluster's head waits that long
-// for its own ranks before it loads their successors beside them.
+// the longest any of its collectives waits before it gives up (0: its ranks never wait on each
+// other). A cluster's head waits that long for its own ranks before it loads their successors
+// beside them.
 using StopBound = std::function<std::chrono::milliseconds(const config::Config&)>;
 
 // Adds a backend under `name` (the engine.backend value); returns true so that a backend can
-// register from a namespace-scope initializer. A second registration of a name throws.
-// `stop_bound`: none for a backend whose ranks never wait on each other (they stop at once).
-bool register_backend(std::string_view name, BackendLoader loader, StopBound stop_bound = {});
+// register from a namespace-scope initializer. A second registration of a name, or one without a
+// stop bound, throws.
+bool register_backend(std::string_view name, BackendLoader loader, StopBound stop_bound);
 // The registered names, sorted.
 std::vector<std::string> registered_backends();
 // Sets up the backend named by engine.backend with every rank in this process. Throws
@@ -78,8 +79,8 @@ Backend load_backend(const config::Config&);
 // The same for the ranks `hosting` names (a cluster's head: none; a worker: its own). Without
 // ranks the factory is left empty.
 Backend load_backend(const config::Config&, const RankHosting& hosting);
-// The stop bound of engine.backend's ranks for this configuration: 0 when the backend registered
-// none. Throws std::invalid_argument as load_backend does for a backend this build lacks.
+// The stop bound of engine.backend's ranks for this configuration. Throws std::invalid_argument
+// as load_backend does for a backend this build lacks.
 std::chrono::milliseconds rank_stop_bound(const config::Config&);
 
 }  // namespace actorlm::serving

@@ -6,6 +6,7 @@
 #include "sim/model/memory_config.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -152,7 +153,9 @@ serving::Backend serving_backend(const config::Config& cfg, const serving::RankH
   return b;
 }
 
-[[maybe_unused]] const bool registered = serving::register_backend("sim", serving_backend);
+// Sim ranks never wait on each other (an exit reaches a hanging fault too): they stop at once.
+[[maybe_unused]] const bool registered =
+    serving::register_backend("sim", serving_backend, [](const config::Config&) { return std::chrono::milliseconds(0); });
 
 }  // namespace
 

@@ -52,15 +52,19 @@ struct RowThresholds {
 constexpr std::uint32_t min_large_batch_rows = 513;
 
 // The large-batch thresholds the fit tries: none, and each distinct step size (tokens: the rows
-// of the layers' GEMMs) of the measured shapes from min_large_batch_rows on. Each candidate puts
-// a different set of shapes on the large-batch rate, so no two fit alike and the one kept is the
-// best the evidence supports (a fixed list tied wherever the grid had no shape between two of
-// its entries, and the first of them won).
+// of the layers' GEMMs) from min_large_batch_rows on of the shapes that prefill several prompts
+// together, the steps the rate was found on (a mixed step of one prompt beside decodes is priced
+// by the threshold chosen, but does not offer its own size: alone at its size, it would let the
+// rate absorb that one shape's residual). Each candidate puts another set of those shapes on the
+// large-batch rate; the fit keeps the one the evidence supports best, none on a tie. (A fixed
+// list tied wherever the grid had no shape between two of its entries, and the first won.) A
+// threshold between two step sizes of the grid is found as the larger: steps of sizes between
+// them are then priced at the plain rate.
 std::vector<std::uint32_t> large_batch_candidates(const std::vector<CalibrationPoint>& points) {
   std::vector<std::uint32_t> out{0};
   for (const auto& p : points) {
     const std::uint32_t rows = p.shape.chunk * p.shape.prompts + p.shape.batch;
-    if (rows >= min_large_batch_rows) out.push_back(rows);
+    if (p.shape.prompts > 1 && p.shape.batch == 0 && rows >= min_large_batch_rows) out.push_back(rows);
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -700,8 +704,8 @@ Calibration run_calibration(const CalibrateOptions& o) {
     if (o.passes > 1)
       say(fmt::format("tp {}: the last pass's steps took {:+.1f} % longer than the first's", d.tp, 100 * f.pass_drift));
     if (f.median_pass_spread > noisy_pass_spread)
-      say(fmt::format("tp {}: warning: a shape's passes spread {:.0f} % (max - min over median; the median over the "
-                      "shapes): the machine's speed moved by more than +-5 % while it measured, and the fit's residuals "
+      say(fmt::format("tp {}: warning: the shapes' passes spread a median of {:.0f} % (max - min over median): the "
+                      "machine's speed moved by more than +-5 % while it measured, and the fit's residuals "
                       "describe that as much as the model. More passes (--passes 5) or a quieter moment give steadier "
                       "figures", d.tp, 100 * f.median_pass_spread));
     f.threads_per_rank = d.threads_per_rank;

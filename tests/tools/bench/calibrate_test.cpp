@@ -273,6 +273,13 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   BOOST_TEST(fit.hardware.step_overhead < 0.1);  // seconds: far below any step of the grid
   BOOST_TEST(!fit.hardware.memory_overlaps_compute);  // the cpu backend reads, then computes
   BOOST_TEST(std::isfinite(fit.pass_drift));
+  // How far the passes spread: the median over the shapes of each one's (max - min) / median
+  // (for an even count the upper of the middle two, as calibrate's other medians).
+  std::vector<double> spreads;
+  for (const auto& p : fit.points) spreads.push_back(p.spread);
+  std::sort(spreads.begin(), spreads.end());
+  BOOST_TEST(fit.median_pass_spread == spreads[spreads.size() / 2]);
+  BOOST_TEST(fit.median_pass_spread > 0);  // three passes of real steps never time alike
   sim::Hardware shards_alone = fit.hardware;
   shards_alone.step_overhead = 0;
   const sim::CostModel model(c.model, shards_alone, {sim::ParallelKind::tensor, 1}, 16);
