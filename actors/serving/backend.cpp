@@ -40,6 +40,10 @@ Registry::Entry entry_of(const config::Config& cfg) {
 
 }  // namespace
 
+std::chrono::milliseconds step_wait_bound(const config::Config& cfg) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(cfg.engine.step_timeout_s * 1000)) + std::chrono::seconds(10);
+}
+
 bool register_backend(std::string_view name, BackendLoader loader, StopBound stop_bound) {
   if (!stop_bound) throw std::logic_error("backend '" + std::string(name) + "' registered without a stop bound");
   auto& r = registry();

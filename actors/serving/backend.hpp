@@ -66,6 +66,11 @@ using BackendLoader = std::function<Backend(const config::Config&, const RankHos
 // beside them.
 using StopBound = std::function<std::chrono::milliseconds(const config::Config&)>;
 
+// The longest a rank may wait for a peer that is still working on a step: the engine's step
+// deadline (engine.step_timeout_s, after which the scheduler fails the step) and a 10 s margin.
+// Backends build their collectives' timeouts and stop bounds on it.
+std::chrono::milliseconds step_wait_bound(const config::Config&);
+
 // Adds a backend under `name` (the engine.backend value); returns true so that a backend can
 // register from a namespace-scope initializer. A second registration of a name, or one without a
 // stop bound, throws.

@@ -26,8 +26,8 @@
 //   prefill_attention_tflops  prefill attention (a chunk's queries over the chunk and the cache)
 //   kernel_launch_us    per operator: the thread pool's dispatch and the operators' fixed costs
 //   large_batch_gemm_tflops  GEMMs of large_batch_gemm_rows rows or more (steps of many prompts),
-//                       the threshold chosen among the grid's step sizes above 512 tokens as
-//                       the one whose fit is best
+//                       the threshold chosen among the step sizes above 512 tokens of the
+//                       grid's multi-prompt shapes as the one whose fit is best
 //   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
 // Not fitted: the memory bandwidth is measured (a read benchmark on the same threads), and
 // memory time adds to arithmetic on the cpu (memory_overlaps_compute = false); the engine's own

@@ -47,21 +47,19 @@ std::shared_ptr<kernels::cpu::CollectiveRendezvous> rendezvous(int size, const s
 
 // How long a collective waits for its peers before it gives up (the join, and each all-reduce).
 constexpr std::chrono::milliseconds reduce_timeout = std::chrono::seconds(60);
-// A layer split's link to the next stage: a stage's receive waits for every stage before it to
-// finish the step, so it gets the step's own deadline (engine.step_timeout_s) and a margin.
-std::chrono::milliseconds chain_timeout_of(const config::Config& cfg) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(cfg.engine.step_timeout_s * 1000)) + std::chrono::seconds(10);
-}
 
-// The longest a rank blocks in a collective whose peer is gone: the registry's stop bound.
+// The longest a rank blocks in a collective whose peer is gone: the registry's stop bound. A
+// layer split's link to the next stage waits serving::step_wait_bound (a stage's receive waits
+// for every stage before it to finish the step).
 std::chrono::milliseconds cpu_stop_bound(const config::Config& cfg) {
   if (cfg.engine.world_size() == 1) return std::chrono::milliseconds(0);
-  return cfg.engine.pipeline_parallel_degree > 1 ? std::max(reduce_timeout, chain_timeout_of(cfg)) : reduce_timeout;
+  return cfg.engine.pipeline_parallel_degree > 1 ? std::max(reduce_timeout, serving::step_wait_bound(cfg))
+                                                 : reduce_timeout;
 }
 
 // Every hosted rank joins its groups on a thread of its own, at once (each join waits for all
 // the group's ranks, in this process and, with hosting.store, in the others). The reduce
-// groups' ranks move together and wait reduce_timeout; a layer split's chain, chain_timeout.
+// groups' ranks move together and wait reduce_timeout; a layer split's chain, `chain_timeout`.
 std::vector<RankGroups> join_groups(int tp, int stages, const serving::RankHosting& hosting,
                                     std::chrono::milliseconds chain_timeout) {
   std::vector<RankGroups> out(hosting.ranks.size());
@@ -177,7 +175,7 @@ CpuBackend load_cpu_shards(const config::Config& cfg, const serving::RankHosting
                  b.capacity.device_blocks, block_size);
     return b;
   }
-  const auto groups = join_groups(tp, static_cast<int>(stages), hosting, chain_timeout_of(cfg));
+  const auto groups = join_groups(tp, static_cast<int>(stages), hosting, serving::step_wait_bound(cfg));
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     const auto stage = static_cast<std::uint32_t>(r / tp);

@@ -10,9 +10,6 @@
 #include "model/format/read_architecture.hpp"
 
 #include <spdlog/fmt/fmt.h>
-
-#include <algorithm>
-#include <chrono>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -144,13 +141,11 @@ serving::Backend serving_backend(const config::Config& cfg, const serving::RankH
 }
 
 // NCCL's collectives have no timeout of their own: a rank blocked in one with a lost peer stops
-// only with its process. The bound is the step watchdog's (the engine fails the step after
-// engine.step_timeout_s) and a margin, as the cpu backend's layer split has it, at least 60 s.
+// only with its process. The bound is the engine's step deadline and a margin
+// (serving::step_wait_bound), at least 60 s.
 std::chrono::milliseconds stop_bound(const config::Config& cfg) {
   if (cfg.engine.world_size() == 1) return std::chrono::milliseconds(0);
-  return std::max<std::chrono::milliseconds>(
-      std::chrono::seconds(60),
-      std::chrono::milliseconds(static_cast<std::int64_t>(cfg.engine.step_timeout_s * 1000)) + std::chrono::seconds(10));
+  return std::max<std::chrono::milliseconds>(std::chrono::seconds(60), serving::step_wait_bound(cfg));
 }
 
 [[maybe_unused]] const bool registered = serving::register_backend("cuda", serving_backend, stop_bound);
