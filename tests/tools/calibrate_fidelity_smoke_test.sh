@@ -93,6 +93,8 @@ for k in ("mean_abs_error_throughput", "mean_abs_error_p90_e2e", "max_abs_error_
 assert math.isfinite(j["machine_drift"]) and j["machine_drift"] > -1, j
 assert j["calibration_interleaved"] is True, j  # the case ran between the calibration passes
 assert 0 < j["calibration_pass_spread"] < 2, j  # the 2 passes of the quick grid, as a fraction
+# One case has no twin in the other regime: no floor (tools/bench/fidelity_floor_test.cpp checks one).
+assert j["twin_pairs"] == 0 and j["floor_mean_abs_error_throughput"] == 0 and j["floor_max_abs_error_p90_e2e"] == 0, j
 ' || fail "fidelity JSON"
 python3 - "$tmp/fid/fidelity.json" <<'PY' || fail "fidelity.json"
 import json, sys

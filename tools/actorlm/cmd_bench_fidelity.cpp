@@ -32,6 +32,20 @@ nlohmann::json metrics_json(const bench::FidelityMetrics& m) {
 
 std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 
+// What the measurement allows (tools/bench/fidelity_floor.hpp), and whether the run can show the
+// goal at all (means <= 5 %, maxima <= 10 %).
+std::string twin_floor_line(const bench::FidelityReport& r) {
+  if (r.twin_pairs == 0) return {};
+  const bool beyond = r.floor_mean_abs_error_throughput > 0.05 || r.floor_mean_abs_error_p90_e2e > 0.05 ||
+                      r.floor_max_abs_error_throughput > 0.10 || r.floor_max_abs_error_p90_e2e > 0.10;
+  return fmt::format("the measurement's floor: {} continuous/paged twin pairs run the same steps and are simulated "
+                     "alike, yet measured apart; no prediction they share comes closer than mean |error| throughput "
+                     "{:.1f} %, p90 E2E {:.1f} %; max {:.1f} %, {:.1f} %{}\n",
+                     r.twin_pairs, 100 * r.floor_mean_abs_error_throughput, 100 * r.floor_mean_abs_error_p90_e2e,
+                     100 * r.floor_max_abs_error_throughput, 100 * r.floor_max_abs_error_p90_e2e,
+                     beyond ? ": above the goal, which this run cannot show whatever the model" : "");
+}
+
 int run(bench::FidelityOptions o, const std::string& out_dir) {
   o.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
   if (!out_dir.empty()) o.work_dir = out_dir;
@@ -108,6 +122,7 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                                       ? ": the machine's speed moved by more than +-5 %, the goal's mean error"
                                       : "")
                     : std::string())
+            << twin_floor_line(r)
             << fmt::format("the engine's own time per step under serving: {:.0f} us (median over the cases; the "
                            "calibration's in-process engine: {:.0f} us)\n",
                            1e6 * r.serving_step_overhead, 1e6 * r.calibrated_step_overhead)
@@ -134,7 +149,12 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
                             {"max_abs_error_throughput_uncorrected", r.max_abs_error_throughput_uncorrected},
                             {"max_abs_error_p90_e2e_uncorrected", r.max_abs_error_p90_e2e_uncorrected},
                             {"serving_step_overhead_us", 1e6 * r.serving_step_overhead},
-                            {"calibrated_step_overhead_us", 1e6 * r.calibrated_step_overhead}};
+                            {"calibrated_step_overhead_us", 1e6 * r.calibrated_step_overhead},
+                            {"twin_pairs", r.twin_pairs},
+                            {"floor_mean_abs_error_throughput", r.floor_mean_abs_error_throughput},
+                            {"floor_max_abs_error_throughput", r.floor_max_abs_error_throughput},
+                            {"floor_mean_abs_error_p90_e2e", r.floor_mean_abs_error_p90_e2e},
+                            {"floor_max_abs_error_p90_e2e", r.floor_max_abs_error_p90_e2e}};
   if (!out_dir.empty()) {
     std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
     std::ofstream(out_dir + "/fidelity.txt") << table << "\n" << steps;

@@ -5,6 +5,7 @@
 #include "sim/simulation.hpp"
 #include "tools/bench/client_bench.hpp"
 #include "tools/bench/client_process.hpp"
+#include "tools/bench/fidelity_floor.hpp"
 #include "tools/bench/prompt_builder.hpp"
 #include "tools/bench/timing.hpp"
 
@@ -497,6 +498,13 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   }
   fold(&FidelityMetrics::e2e_p90, report.mean_abs_error_p90_e2e, report.max_abs_error_p90_e2e);
   fold(&FidelityMetrics::ttft_p90, report.mean_abs_error_p90_ttft, report.max_abs_error_p90_ttft);
+  const TwinFloor throughput_floor = twin_floor(report.cases, &FidelityMetrics::throughput);
+  const TwinFloor e2e_floor = twin_floor(report.cases, &FidelityMetrics::e2e_p90);
+  report.twin_pairs = throughput_floor.pairs;
+  report.floor_mean_abs_error_throughput = throughput_floor.mean;
+  report.floor_max_abs_error_throughput = throughput_floor.max;
+  report.floor_mean_abs_error_p90_e2e = e2e_floor.mean;
+  report.floor_max_abs_error_p90_e2e = e2e_floor.max;
   return report;
 }
 

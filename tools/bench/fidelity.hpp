@@ -103,6 +103,11 @@ struct FidelityReport {
   double mean_abs_error_p90_e2e_uncorrected = 0, max_abs_error_p90_e2e_uncorrected = 0;
   double serving_step_overhead = -1;     // s: the median over the cases of their measured figure
   double calibrated_step_overhead = 0;   // s: the catalogue entry's step_overhead_us
+  // The floor the measurement sets (fidelity_floor.hpp): the continuous and paged twins, simulated
+  // alike, measured apart; no calibration could bring the errors below it.
+  std::size_t twin_pairs = 0;  // of the throughput figure (the p90 E2E's pair alike in practice)
+  double floor_mean_abs_error_throughput = 0, floor_max_abs_error_throughput = 0;
+  double floor_mean_abs_error_p90_e2e = 0, floor_max_abs_error_p90_e2e = 0;
 };
 
 // The cases: 3 workloads x {continuous, paged} x {max_num_seqs / 4, max_num_seqs} clients, or
