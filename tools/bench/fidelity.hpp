@@ -110,7 +110,8 @@ struct FidelityReport {
   double floor_mean_abs_error_p90_e2e = 0, floor_max_abs_error_p90_e2e = 0;
 };
 
-// The cases: 3 workloads x {continuous, paged} x {max_num_seqs / 4, max_num_seqs} clients, or
+// The cases: 3 workloads x {continuous, paged} (the first and last workload continuous first, the
+// middle one paged first) x {max_num_seqs / 4, max_num_seqs} clients, or
 // one small case with `quick`.
 std::vector<FidelityCase> fidelity_cases(const FidelityOptions&);
 
