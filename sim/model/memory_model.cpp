@@ -1,9 +1,10 @@
 // The per-GPU memory model. Weights follow Megatron/vLLM sharding (model/arch/sharding.hpp, the
 // rules the cpu backend loads by): Q heads, FFN width, and the vocabulary (embedding and LM head)
-// split over the ranks; K/V heads split too, or replicated when there are fewer KV heads than
-// ranks; norms replicated. The activation workspace is what
-// vLLM's profiling run measures: one layer's intermediates for max_num_batched_tokens tokens
-// (layers run one after another, so only one layer's are live) plus fp32 logits.
+// split over the ranks (or held whole on each: MemoryOptions::vocab_parallel); K/V heads split
+// too, or replicated when there are fewer KV heads than ranks; norms replicated. The activation
+// workspace is what vLLM's profiling run measures: one layer's intermediates for
+// max_num_batched_tokens tokens (layers run one after another, so only one layer's are live) plus
+// fp32 logits.
 #include "sim/model/memory_model.hpp"
 
 #include <algorithm>
@@ -65,9 +66,10 @@ GpuPlan plan_gpu(const ModelPreset& m, Parallelism p, std::uint32_t g, const Mem
   const bool first = g == 0;
   const bool last = g + 1 == p.stages();
   double elems = out.layers * double(model::layer_weight_elements(m, r));
-  if (first) elems += double(r.vocab_rows) * m.hidden;  // embedding
+  const double vocab_rows = o.vocab_parallel ? r.vocab_rows : m.vocab;
+  if (first) elems += vocab_rows * m.hidden;  // embedding
   // LM head: its own matrix, or the tied embedding, which must also be where the head runs.
-  if (last && (!m.tied_embeddings || !first)) elems += double(r.vocab_rows) * m.hidden;
+  if (last && (!m.tied_embeddings || !first)) elems += vocab_rows * m.hidden;
   if (last) elems += double(m.norm_params());  // final norm
   out.weights = elems * m.weight_bytes;
   const double tokens = o.max_num_batched_tokens;

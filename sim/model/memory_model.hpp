@@ -54,6 +54,12 @@ struct MemoryOptions {
   std::uint32_t max_model_len = 2048;     // the KV cache must hold one sequence this long
   std::uint32_t num_gpu_blocks_override = 0;    // > 0: this many blocks, whatever fits
   double kv_element_bytes = fp16_bytes;   // bytes per KV element (the cuda backend's f32 cache: 4)
+  // The embedding and the LM head split by vocabulary rows over the tensor ranks (Megatron's and
+  // vLLM's layout, which the simulator models). false: each rank of the first stage holds the
+  // whole embedding and the sampling rank of the last stage the whole LM head, as actorlm's cuda
+  // backend does until it has a vocabulary-parallel embedding (the plan is then the sampling
+  // rank's, the largest, and every rank takes its block count).
+  bool vocab_parallel = true;
 };
 
 // One GPU's memory. usable = weights + activations + cuda_context + framework + comm + kv + spare.

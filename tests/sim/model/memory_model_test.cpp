@@ -56,6 +56,38 @@ BOOST_AUTO_TEST_CASE(falcon_40b_at_tp_4_holds_a_quarter_of_every_sharded_matrix)
   BOOST_TEST(b.num_blocks > 0u);
 }
 
+BOOST_AUTO_TEST_CASE(a_rank_that_holds_the_whole_vocabulary_counts_every_row_of_the_embedding_and_the_head) {
+  // Falcon-40B ties its head to the embedding: one matrix, all 65,024 rows on the rank, 2 bytes
+  // each, where Megatron's share at TP 8 is 8,128 rows.
+  MemoryOptions whole = djl_options();
+  whole.vocab_parallel = false;
+  const MemoryBreakdown tied = falcon40b_a10g({ParallelKind::tensor, 8}, whole);
+  const MemoryBreakdown share = falcon40b_a10g({ParallelKind::tensor, 8});
+  BOOST_TEST(tied.weights_bytes - share.weights_bytes == 2 * (65024.0 - 8128) * 8192);
+  BOOST_TEST(tied.num_blocks < share.num_blocks);
+  // At TP 4 the 0.8 GB more leave no room on an A10G at 0.9: 21.45 GB of weights.
+  const std::string refused =
+      message_of(cat().model("falcon-40b"), cat().hardware("a10g"), {ParallelKind::tensor, 4}, whole);
+  BOOST_TEST(refused.find("weights 21.45 GB") != std::string::npos, refused);
+  // Llama-3-8B has its own head: the sampling rank holds both whole, 2 x (128,256 - 32,064) rows
+  // more than its Megatron share at TP 4, 2 bytes each; at TP 1 the two layouts are the same.
+  const ModelPreset& llama = cat().model("llama-3-8b");
+  const Hardware& a100 = cat().hardware("a100-80gb");
+  MemoryOptions split;
+  split.vocab_parallel = true;
+  MemoryOptions held = split;
+  held.vocab_parallel = false;
+  const Parallelism tp4{ParallelKind::tensor, 4}, tp1{ParallelKind::tensor, 1};
+  const MemoryBreakdown s4 = plan_memory(llama, a100, cat().runtime(), tp4, split);
+  const MemoryBreakdown h4 = plan_memory(llama, a100, cat().runtime(), tp4, held);
+  BOOST_TEST(h4.weights_bytes - s4.weights_bytes == 2.0 * (128256 - 32064) * 4096 * llama.weight_bytes);
+  BOOST_TEST(h4.num_blocks < s4.num_blocks);
+  BOOST_TEST(plan_memory(llama, a100, cat().runtime(), tp1, held).weights_bytes ==
+             plan_memory(llama, a100, cat().runtime(), tp1, split).weights_bytes);
+  BOOST_TEST(plan_memory(llama, a100, cat().runtime(), tp1, held).num_blocks ==
+             plan_memory(llama, a100, cat().runtime(), tp1, split).num_blocks);
+}
+
 BOOST_AUTO_TEST_CASE(falcon_40b_at_tp_8_has_one_kv_head_per_rank_and_more_room) {
   const MemoryBreakdown tp4 = falcon40b_a10g({ParallelKind::tensor, 4});
   const MemoryBreakdown tp8 = falcon40b_a10g({ParallelKind::tensor, 8});

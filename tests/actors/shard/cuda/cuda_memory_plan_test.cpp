@@ -1,7 +1,9 @@
 // The cuda backend's memory plan against the simulator's: for the same model, device and keys,
 // `actorlm serve` on a GPU (plan_cuda_memory, fed what the driver reports) and `actorlm simulate
-// --memory` (the sim backend, fed the catalogue) hold the same number of KV blocks. Runs on any
-// machine: the plan is plain C++.
+// --memory` (the sim backend, fed the catalogue) hold the same number of KV blocks on one GPU;
+// under tensor parallelism the cuda ranks hold the whole vocabulary where the simulator plans
+// Megatron's share, and serve plans exactly that much less KV. Runs on any machine: the plan is
+// plain C++.
 #define BOOST_TEST_MODULE cuda_memory_plan
 #include <boost/test/unit_test.hpp>
 
@@ -10,6 +12,7 @@
 #include "model/format/read_architecture.hpp"
 #include "sim/backend/sim_backend.hpp"
 
+#include <cmath>
 #include <string>
 
 using namespace actorlm;
@@ -29,11 +32,16 @@ model::Architecture default_model() {
 
 const sim::Hardware& catalogue_gpu(const std::string& key) { return sim::Catalogue::builtin().hardware(key); }
 
-// The sim backend's block count for the default model's catalogue entry on `gpu`.
-std::uint32_t simulated_blocks(const std::string& gpu, const std::string& extra) {
+// The sim backend for the default model's catalogue entry on `gpu`.
+sim::SimBackend simulated(const std::string& gpu, const std::string& extra) {
   const auto cfg = config_of("[engine]\nbackend = \"sim\"\n" + extra + "[model]\npreset = \"smollm2-135m-instruct\"\n[sim]\nhardware = \"" +
                              gpu + "\"\n");
-  return sim::load_sim_backend(cfg).capacity.device_blocks;
+  return sim::load_sim_backend(cfg);
+}
+
+// Its block count.
+std::uint32_t simulated_blocks(const std::string& gpu, const std::string& extra) {
+  return simulated(gpu, extra).capacity.device_blocks;
 }
 
 // The cuda backend's, for the default model as its GGUF file describes it, on a device that
@@ -48,15 +56,35 @@ shard::CudaMemoryPlan served_plan(const std::string& gpu, const std::string& ext
 
 BOOST_AUTO_TEST_CASE(serving_on_a_gpu_plans_the_blocks_the_simulator_plans) {
   for (const std::string gpu : {"a10g", "l4", "a100-80gb", "h200"}) {
-    for (const std::string extra : {std::string(), std::string("tensor_parallel_degree = 3\n")}) {
-      // Both configurations start with [engine]: the extra keys go into it.
-      const auto served = served_plan(gpu, extra);
-      const auto simulated = simulated_blocks(gpu, extra);
-      BOOST_TEST_CONTEXT(gpu << (extra.empty() ? " TP 1" : " TP 3")) {
-        BOOST_TEST(served.catalogued);
-        BOOST_TEST(served.gpu.num_blocks == simulated);
-        BOOST_TEST(served.gpu.num_blocks > 0u);
-      }
+    // Both configurations start with [engine]: the extra keys go into it.
+    const auto served = served_plan(gpu, "");
+    BOOST_TEST_CONTEXT(gpu) {
+      BOOST_TEST(served.catalogued);
+      BOOST_TEST(served.gpu.num_blocks == simulated_blocks(gpu, ""));
+      BOOST_TEST(served.gpu.num_blocks > 0u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(under_tensor_parallelism_each_cuda_rank_plans_for_the_whole_vocabulary_it_holds) {
+  // SmolLM2 ties its head to the embedding: one 49,152 x 576 matrix, of which Megatron's share at
+  // TP 3 is 16,384 rows; the cuda ranks hold all of it, 2 bytes a weight.
+  const std::string tp3 = "tensor_parallel_degree = 3\n";
+  for (const std::string gpu : {"a10g", "l4", "a100-80gb", "h200"}) {
+    const auto served = served_plan(gpu, tp3);
+    const auto sim = simulated(gpu, tp3);
+    BOOST_TEST_CONTEXT(gpu) {
+      BOOST_REQUIRE(sim.memory_per_gpu.size() == 1u);
+      const sim::MemoryBreakdown& s = sim.memory_per_gpu.front();
+      BOOST_TEST(served.gpu.weights_bytes - s.weights_bytes == (49152.0 - 16384.0) * 576 * 2);
+      BOOST_TEST(served.gpu.activation_bytes == s.activation_bytes);
+      BOOST_TEST(served.gpu.block_bytes == s.block_bytes);
+      // The KV gives up what the weights took, to the block (the blocks below a whole one).
+      const double fewer = double(s.num_blocks) - double(served.gpu.num_blocks);
+      const double whole = std::floor((served.gpu.weights_bytes - s.weights_bytes) / s.block_bytes);
+      BOOST_TEST((fewer == whole || fewer == whole + 1), fewer << " blocks fewer, " << whole << " expected (or one more)");
+      BOOST_TEST(served.gpu.num_blocks < sim.capacity.device_blocks);
+      BOOST_TEST(served.gpu.num_blocks > 0u);
     }
   }
 }
