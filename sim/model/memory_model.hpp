@@ -66,7 +66,8 @@ struct MemoryOptions {
 struct MemoryBreakdown {
   Parallelism parallelism;
   std::uint32_t gpu = 0;          // which GPU (tensor parallel: all alike, reported as 0; stages
-                                  // of TP: the stage, its GPUs alike)
+                                  // of TP: the stage, its GPUs alike; without vocab_parallel
+                                  // the sampling rank's, the largest)
   std::uint32_t layers = 0;       // decoder layers whose weights and KV live here
   double device_bytes = 0;        // bytes: the whole device
   double usable_bytes = 0;        // bytes: device x gpu_memory_utilization
@@ -87,8 +88,8 @@ struct MemoryBreakdown {
   double overhead_bytes() const { return cuda_context_bytes + framework_bytes + comm_bytes; }
 };
 
-// Every GPU's memory (tensor parallel: one entry, the GPUs are alike; layer split: one per
-// GPU). All GPUs get the same number of blocks, what the tightest one holds, as one block
+// Every GPU's memory (tensor parallel: one entry, the GPUs are alike, or without vocab_parallel
+// the sampling rank's, the largest; layer split: one per GPU). All GPUs get the same number of blocks, what the tightest one holds, as one block
 // manager serves them all. Throws std::invalid_argument, saying what is needed and what there
 // is, when the model does not fit (weights, workspace and overhead above the budget, or no
 // room for one sequence).
