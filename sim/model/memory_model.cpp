@@ -2,10 +2,9 @@
 // rules the cpu backend loads the layers by): Q heads and FFN width split over the ranks; the
 // vocabulary (embedding and LM head) split too, or held whole as actorlm's backends hold it
 // (MemoryOptions::vocab_parallel); K/V heads split, or replicated when there are fewer KV heads
-// than ranks; norms replicated. The activation
-// workspace is what vLLM's profiling run measures: one layer's intermediates for
-// max_num_batched_tokens tokens (layers run one after another, so only one layer's are live) plus
-// fp32 logits.
+// than ranks; norms replicated. The activation workspace is what vLLM's profiling run measures:
+// one layer's intermediates for max_num_batched_tokens tokens (layers run one after another, so
+// only one layer's are live) plus fp32 logits.
 #include "sim/model/memory_model.hpp"
 
 #include <algorithm>

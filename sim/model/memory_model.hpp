@@ -89,10 +89,10 @@ struct MemoryBreakdown {
 };
 
 // Every GPU's memory (tensor parallel: one entry, the GPUs are alike, or without vocab_parallel
-// the sampling rank's, the largest; layer split: one per GPU). All GPUs get the same number of blocks, what the tightest one holds, as one block
-// manager serves them all. Throws std::invalid_argument, saying what is needed and what there
-// is, when the model does not fit (weights, workspace and overhead above the budget, or no
-// room for one sequence).
+// the sampling rank's, the largest; layer split: one per GPU). All GPUs get the same number of
+// blocks, what the tightest one holds, as one block manager serves them all. Throws
+// std::invalid_argument, saying what is needed and what there is, when the model does not fit
+// (weights, workspace and overhead above the budget, or no room for one sequence).
 std::vector<MemoryBreakdown> plan_memory_per_gpu(const ModelPreset&, const Hardware&,
                                                  const RuntimeOverheads&, Parallelism,
                                                  const MemoryOptions&);

@@ -441,7 +441,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   }
   if (done != plan.size()) throw std::logic_error("fidelity: a case was not measured");  // the hook ran them all
   report.interleaved = interleaved;
-  if (std::abs(report.machine_drift) > 0.05 && !o.drift_correction)
+  if (std::abs(report.machine_drift) > fidelity_goal_mean && !o.drift_correction)
     say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: {}", 100 * report.machine_drift,
                     interleaved ? "the calibration's passes, spread over the run, took their median"
                                 : "the calibration describes it only for part of the run"));
