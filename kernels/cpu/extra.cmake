@@ -3,6 +3,9 @@
 # Next-token sampling (greedy, temperature, top-k, top-p, min-p, log-probabilities).
 add_library(actorlm_kernels_cpu_sampling STATIC ${CMAKE_CURRENT_LIST_DIR}/sampling.cpp)
 target_include_directories(actorlm_kernels_cpu_sampling PUBLIC ${PROJECT_SOURCE_DIR})
+# No fused multiply-add where the target has one: the GPU draw (kernels/cuda/draw_math.hpp)
+# computes the tempered weights with separate IEEE operations and must get the same bits.
+target_compile_options(actorlm_kernels_cpu_sampling PRIVATE -ffp-contract=off)
 
 # All-reduce and broadcast among tensor-parallel shards (Gloo over loopback TCP). Gloo stays out
 # of the public header, so it links privately.

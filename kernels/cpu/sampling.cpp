@@ -372,6 +372,10 @@ double counter_uniform(uint64_t seed, uint64_t stream, uint64_t position) {
   return double(h >> 11) * 0x1.0p-53;
 }
 
+float tempered_weight(float x, float max, float temperature) {
+  return exp_nonpositive(splat((x - max) / temperature))[0];
+}
+
 Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t stream,
                uint64_t position) {
   check_params(logits, p);

@@ -94,6 +94,11 @@ void apply_logit_bias(std::span<float> logits, std::span<const TokenBias> bias);
 // Sets the listed tokens' logits to -inf: they cannot be drawn (min_tokens' stop tokens).
 void mask_tokens(std::span<float> logits, std::span<const int32_t> tokens);
 
+// The weight exp((x - max) / temperature) of cleaned logit x that the draw ranks and sums (0
+// where it would be subnormal): exposed so that another backend can check it computes the same
+// bits (kernels/cuda/draw_math.hpp).
+float tempered_weight(float x, float max, float temperature);
+
 // The uniform number in [0, 1) behind a draw: splitmix64 chained over (seed, stream, position),
 // top 53 bits. Exposed so that another backend can reproduce the same draws.
 double counter_uniform(uint64_t seed, uint64_t stream, uint64_t position);
