@@ -21,8 +21,9 @@ kernels::cpu::SamplerParams sampler_params(const SamplingParams& s) {
   return p;
 }
 
-// SamplingParams' changes to one row, in its order (vLLM's: logits processors, then penalties).
-void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
+}  // namespace
+
+void HostSampler::process_row(const SequenceState::Sequence& s, std::span<float> row) {
   namespace k = kernels::cpu;
   const SamplingParams& p = s.sampling;
   if (!p.logit_bias.empty()) {
@@ -36,8 +37,6 @@ void process_logits(const SequenceState::Sequence& s, std::span<float> row) {
   if (p.has_penalties()) k::apply_penalties(row, s.generated(), p.presence_penalty, p.frequency_penalty);
 }
 
-}  // namespace
-
 bool HostSampler::plain_greedy(const SequenceState::Sequence& s) {
   return s.sampling.temperature < kernels::cpu::kGreedyTemperature && !s.sampling.changes_logits(s.generated().size());
 }
@@ -47,7 +46,7 @@ void HostSampler::sample_row(const SeqWork& w, const SequenceState::Sequence& s,
   if (s.sampling.changes_logits(s.generated().size())) {
     // The changed row: the draw and the reported log-probabilities both use it.
     scratch.assign(logits.begin(), logits.end());
-    process_logits(s, scratch);
+    process_row(s, scratch);
     logits = scratch;
   }
   const auto params = sampler_params(s.sampling);

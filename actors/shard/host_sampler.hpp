@@ -33,6 +33,11 @@ class HostSampler {
   static void sample_row(const SeqWork& w, const SequenceState::Sequence& s, std::span<const float> logits,
                          SampledToken* out, std::vector<float>& scratch);
 
+  // SamplingParams' changes to sequence s's row of logits ([vocab]), in place, in its order
+  // (vLLM's: logit bias and min_tokens' mask, then the repetition, presence and frequency
+  // penalties). sample_row calls it when s.sampling.changes_logits.
+  static void process_row(const SequenceState::Sequence& s, std::span<float> row);
+
   // Whether a row's draw is the plain argmax of its logits (temperature below the greedy
   // threshold, nothing that changes the row): what a backend may compute where the logits are.
   static bool plain_greedy(const SequenceState::Sequence& s);

@@ -46,4 +46,19 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
+// Any associative merge over a block of `Threads` threads (a power of two, blockDim.x):
+// `shared` is [Threads]; every thread gets the result, and `shared` is free again on return.
+template <int Threads, class T, class Merge>
+__device__ T block_merge(T v, T* shared, Merge merge) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int half = Threads / 2; half > 0; half /= 2) {
+    if (int(threadIdx.x) < half) shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + half]);
+    __syncthreads();
+  }
+  const T out = shared[0];
+  __syncthreads();
+  return out;
+}
+
 }  // namespace actorlm::kernels::cuda

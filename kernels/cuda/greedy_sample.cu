@@ -1,6 +1,7 @@
 #include "kernels/cuda/greedy_sample.hpp"
 
 #include "kernels/cuda/act_types.cuh"
+#include "kernels/cuda/block_reduce.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/sampling_math.hpp"
 
@@ -11,19 +12,6 @@ namespace {
 namespace m = cuda_math;
 
 constexpr int threads = 256;  // a power of two (the tree reductions)
-
-template <class T, class Merge>
-__device__ T block_merge(T v, T* shared, Merge merge) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = threads / 2; half > 0; half /= 2) {
-    if (int(threadIdx.x) < half) shared[threadIdx.x] = merge(shared[threadIdx.x], shared[threadIdx.x + half]);
-    __syncthreads();
-  }
-  const T out = shared[0];
-  __syncthreads();
-  return out;
-}
 
 __device__ m::SoftmaxPartial merge_softmax(const m::SoftmaxPartial& a, const m::SoftmaxPartial& b) {
   return m::softmax_merge(a, b);
@@ -39,7 +27,7 @@ __global__ void greedy_kernel(GreedySampleParams p) {
   m::SoftmaxPartial s = m::softmax_empty();
   for (std::int64_t i = threadIdx.x; i < p.vocab; i += threads)
     m::softmax_add(s, m::clean_logit(row[i]), static_cast<std::int32_t>(i));
-  const m::SoftmaxPartial stats = block_merge(s, stats_shared, merge_softmax);
+  const m::SoftmaxPartial stats = block_merge<threads>(s, stats_shared, merge_softmax);
   if (threadIdx.x == 0) {
     p.token[r] = stats.argmax;
     p.logprob[r] = stats.argmax < 0 ? -INFINITY : float(m::log_prob(stats, stats.max));
@@ -51,7 +39,7 @@ __global__ void greedy_kernel(GreedySampleParams p) {
     m::Best b = m::best_none();
     for (std::int64_t i = threadIdx.x; i < p.vocab; i += threads)
       m::best_add(b, m::clean_logit(row[i]), static_cast<std::int32_t>(i), after_value, after_id);
-    const m::Best best = block_merge(b, best_shared, merge_best);  // the same in every thread
+    const m::Best best = block_merge<threads>(b, best_shared, merge_best);  // the same in every thread
     if (best.id < 0) {  // past the vocabulary's end: every remaining entry says so (token -1)
       if (threadIdx.x == 0)
         for (int j = k; j < n; ++j) p.top[r * p.max_top + j] = TokenLogprobPair{-1, -INFINITY};

@@ -40,6 +40,7 @@ class CudaTransformer {
   void forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
                std::vector<float>* logits);
   const float* device_logits() const { return logits_dev_.as<float>(); }
+  float* device_logits() { return logits_dev_.as<float>(); }  // a sampler may change them in place
   std::int64_t logit_rows() const { return logit_rows_; }
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for a decode step, `seqs`

@@ -5,8 +5,10 @@
 // tokens and log-probabilities compared step by step. The decodes are teacher-forced with the cpu
 // shard's tokens, so one near-tie cannot make the rest of a run incomparable.
 //
-// The greedy rows are sampled on the GPU (greedy_sample), sequence 6's on the host from the GPU's
-// logits.
+// The greedy rows are sampled on the GPU (greedy_sample); sequence 6 is drawn there too
+// (draw_sample: temperature, top-k, top-p, min-p, with logit bias, repetition and presence
+// penalties applied on the GPU as edits), and sequence 7 (greedy with a logit bias, a repetition
+// penalty and 25 top log-probabilities, more than the GPU lists) on the host from the GPU's logits.
 // Models: Llama (grouped-query attention), Falcon-7B style (multi-query, parallel attention, one
 // LayerNorm), Falcon-40B style (two LayerNorms), random weights of head_dim 64 and 128 built
 // here; and the default model (SmolLM2-135M-Instruct, Q4_1, dequantized at upload).
@@ -168,7 +170,8 @@ std::vector<kv::TokenId> prompt_of(std::uint32_t n, std::uint32_t vocab, std::ui
 }
 
 // Runs the scenario on both shards; returns how far they agree. Every sequence is greedy with
-// top-3 log-probabilities except sequence 6 (seeded temperature and a presence penalty).
+// top-3 log-probabilities except sequences 6 (a seeded filtered draw with penalties) and 7
+// (greedy, changed logits, 25 top log-probabilities: the host's path).
 Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vocab) {
   Agreement agree;
   std::uint64_t id = 0;
@@ -189,9 +192,9 @@ Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vo
   };
   // 1. Two prompts at once: 37 tokens (3 blocks), 700 tokens (44 blocks: split-K decode).
   const auto p1 = prompt_of(37, vocab, 1), p2 = prompt_of(700, vocab, 2);
-  // And a 20-token prompt sampled at temperature 0.7 with a seed and penalties: drawn on the host
-  // from the GPU's logits (the greedy rows are drawn on the GPU).
-  const auto p6 = prompt_of(20, vocab, 6);
+  // And a 20-token prompt sampled at temperature 0.7 with a seed, filters and penalties (drawn on
+  // the GPU), and one greedy with changed logits and 25 top log-probabilities (on the host).
+  const auto p6 = prompt_of(20, vocab, 6), p7 = prompt_of(24, vocab, 7);
   shard::Step s1;
   prefill(s1, 1, p1, 0, 37, range(0, 3), 0, true);
   prefill(s1, 2, p2, 0, 700, range(3, 44), 0, true);
@@ -199,11 +202,22 @@ Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vo
   s1.added.back().sampling.temperature = 0.7f;
   s1.added.back().sampling.seed = 1234;
   s1.added.back().sampling.presence_penalty = 0.5f;
+  s1.added.back().sampling.frequency_penalty = 0.25f;
+  s1.added.back().sampling.repetition_penalty = 1.1f;
+  s1.added.back().sampling.top_k = 40;
+  s1.added.back().sampling.top_p = 0.9f;
+  s1.added.back().sampling.min_p = 0.02f;
+  s1.added.back().sampling.logit_bias = {{p6[3], -100.0f}, {static_cast<kv::TokenId>(vocab - 1), 5.0f}};
+  prefill(s1, 7, p7, 0, 24, range(49, 2), 0, true);
+  s1.added.back().sampling.logit_bias = {{p7[0], 3.0f}};
+  s1.added.back().sampling.repetition_penalty = 1.3f;
+  s1.added.back().sampling.top_logprobs = 25;
   const auto r1 = both(s1);
   std::vector<Seq> seqs{{1, 37, r1.tokens[0].token, range(0, 3)},
                         {2, 700, r1.tokens[1].token, range(3, 44)},
-                        {6, 20, r1.tokens[2].token, range(47, 2)}};
-  kv::BlockId next_block = 49;
+                        {6, 20, r1.tokens[2].token, range(47, 2)},
+                        {7, 24, r1.tokens[3].token, range(49, 2)}};
+  kv::BlockId next_block = 51;
   const auto decode_all = [&](shard::Step& s) {
     for (Seq& q : seqs) {
       shard::SeqWork& w = s.seqs.emplace_back();

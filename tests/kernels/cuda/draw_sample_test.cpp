@@ -1,0 +1,132 @@
+// draw_sample and apply_logit_edits on a GPU against the cpu sampler: rows with NaN, +inf, -inf
+// and ties, vocabularies from 1 to 128,256 (Llama 3's), each drawn three times under random
+// temperature, top-k, top-p and min-p with the cpu sampler's uniform numbers: the same token
+// (stated before any run: no mismatch expected, as one needs a number within ~1e-15 of a token's
+// boundary), its log-probability within 1e-5 + 1e-6 |lp|; a row of nothing but -inf and NaN gives
+// token -1. Random edits applied on the GPU give apply_logit_edit's bits on the host. Needs a
+// GPU: without one the binary exits 77, which CTest reports as skipped.
+#define BOOST_TEST_MODULE cuda_draw_sample
+#define BOOST_TEST_NO_MAIN
+#define BOOST_TEST_ALTERNATIVE_INIT_API
+#include <boost/test/unit_test.hpp>
+
+#include "kernels/cpu/sampling.hpp"
+#include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/draw_sample.hpp"
+#include "tests/support/device_acts.hpp"
+#include "tests/support/gpu_test_main.hpp"
+#include "tests/support/logit_rows.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace cpu = actorlm::kernels::cpu;
+namespace gpu = actorlm::kernels::cuda;
+namespace m = actorlm::kernels::cuda_math;
+using actorlm::testing::DeviceArray;
+
+namespace {
+
+bool close(double a, double b) {
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::abs(a - b) <= 1e-5 + 1e-6 * std::abs(b);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(filtered_draws_on_the_gpu_pick_the_cpu_samplers_tokens) {
+  std::mt19937_64 rng(8);
+  const float temperatures[] = {0.05f, 0.5f, 1.0f, 1.7f};
+  const float top_ps[] = {1.0f, 0.9f, 0.3f};
+  const float min_ps[] = {0.0f, 0.05f, 0.5f};
+  std::size_t draws_checked = 0;
+  for (const std::int64_t vocab : {std::int64_t{1}, std::int64_t{7}, std::int64_t{300}, std::int64_t{49152},
+                                   std::int64_t{128256}}) {
+    const std::int64_t rows = 16;
+    std::vector<float> logits;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      auto row = actorlm::testing::random_logit_row(rng, static_cast<std::size_t>(vocab));
+      if (r == rows - 1) std::fill(row.begin(), row.end(), -INFINITY);  // nothing to draw
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    struct Want {
+      cpu::SamplerParams p;
+      std::uint64_t stream, position;
+    };
+    std::vector<gpu::DrawJob> jobs;
+    std::vector<Want> wants;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int k = 0; k < 3; ++k) {
+        Want w{{}, rng() % 8, rng() % 5000};
+        w.p.temperature = temperatures[rng() % 4];
+        w.p.top_p = top_ps[rng() % 3];
+        w.p.min_p = min_ps[rng() % 3];
+        const std::int32_t top_ks[] = {0, 1, 40, std::int32_t(vocab)};
+        w.p.top_k = top_ks[rng() % 4];
+        w.p.seed = rng();
+        jobs.push_back({cpu::counter_uniform(w.p.seed, w.stream, w.position), std::int32_t(r), w.p.temperature,
+                        w.p.top_k, w.p.top_p, w.p.min_p, 0});
+        wants.push_back(w);
+      }
+    const DeviceArray<float> d_logits(logits);
+    const DeviceArray<gpu::DrawJob> d_jobs(jobs);
+    const DeviceArray<std::int32_t> d_token(std::vector<std::int32_t>(jobs.size(), -2));
+    const DeviceArray<float> d_logprob(std::vector<float>(jobs.size()));
+    gpu::draw_sample({d_logits.ptr, d_jobs.ptr, d_token.ptr, d_logprob.ptr, std::int64_t(jobs.size()), vocab}, nullptr);
+    ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto token = d_token.read(jobs.size());
+    const auto logprob = d_logprob.read(jobs.size());
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      const std::span<const float> row(logits.data() + jobs[j].row * vocab, static_cast<std::size_t>(vocab));
+      BOOST_TEST_CONTEXT("vocab " << vocab << ", draw " << j << ", T " << wants[j].p.temperature << ", top_k "
+                                  << wants[j].p.top_k << ", top_p " << wants[j].p.top_p << ", min_p "
+                                  << wants[j].p.min_p) {
+        cpu::Sampled want;
+        try {
+          want = cpu::sample(row, wants[j].p, wants[j].stream, wants[j].position);
+        } catch (const std::invalid_argument&) {
+          BOOST_TEST(token[j] == -1);  // the cpu refuses the row: so does the GPU
+          continue;
+        }
+        BOOST_TEST(token[j] == want.token);
+        BOOST_TEST(close(logprob[j], want.logprob));
+        ++draws_checked;
+      }
+    }
+  }
+  BOOST_TEST(draws_checked >= 5u * 15 * 3);
+}
+
+BOOST_AUTO_TEST_CASE(edits_applied_on_the_gpu_give_the_hosts_bits) {
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> any(-5.0f, 5.0f);
+  const std::int64_t rows = 8, vocab = 5000;
+  std::vector<float> logits;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto row = actorlm::testing::random_logit_row(rng, static_cast<std::size_t>(vocab));
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  std::vector<m::LogitEdit> edits;
+  std::vector<std::int64_t> offsets{0};
+  auto want = logits;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const int n = r == 3 ? 0 : int(rng() % 600);  // row 3 has none
+    std::int32_t t = -2;                            // distinct tokens, a few outside the vocabulary
+    for (int i = 0; i < n; ++i) {
+      t += 1 + std::int32_t(rng() % 12);
+      const float repetition[] = {1.0f, 1.3f, 0.8f};
+      const m::LogitEdit e{t, std::uint32_t(rng() % 9 == 0), any(rng), repetition[rng() % 3], any(rng)};
+      edits.push_back(e);
+      if (t >= 0 && t < vocab) want[std::size_t(r * vocab + t)] = m::apply_logit_edit(want[std::size_t(r * vocab + t)], e);
+    }
+    offsets.push_back(std::int64_t(edits.size()));
+  }
+  const DeviceArray<float> d_logits(logits);
+  const DeviceArray<m::LogitEdit> d_edits(edits);
+  const DeviceArray<std::int64_t> d_offsets(offsets);
+  gpu::apply_logit_edits({d_logits.ptr, d_edits.ptr, d_offsets.ptr, rows, vocab}, nullptr);
+  ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = d_logits.read(logits.size());
+  BOOST_TEST(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  BOOST_TEST(std::memcmp(logits.data(), want.data(), got.size() * sizeof(float)) != 0);  // the edits changed something
+}
