@@ -7,7 +7,7 @@
 #   tools/gpu/check.sh --build    a development machine with a GPU: builds build-gpu/ for its GPU
 #
 # Writes to ${OUT:-gpu-check-out}: gpu-check.json (summary), gpu-check.log (every program's
-# output), decode_attention.json, gemm.json, e2e.json (tools/gpu/e2e.sh: actorlm serve on the
+# output), decode_attention.json, gemm.json, sample.json, e2e.json (tools/gpu/e2e.sh: actorlm serve on the
 # GPU at 1/64/256 concurrent requests, HF transformers generate() on the same weights).
 # Exits non-zero when a test failed.
 set -uo pipefail
@@ -72,21 +72,25 @@ if [[ $status == ok ]]; then
   done <"$tests_file"
 fi
 
-# 3. Benchmarks: decode attention against the copy bandwidth, cuBLAS GEMMs.
+# 3. Benchmarks: decode attention against the copy bandwidth, cuBLAS GEMMs, sampling.
 echo "== decode_attention_bench" >>"$log"
 run_prog 240 "$bench/decode_attention_bench" --json "$out/decode_attention.json" 2>&1 | tee -a "$log"
 da_rc=${PIPESTATUS[0]}
 echo "== gemm_bench" >>"$log"
 run_prog 120 "$bench/gemm_bench" --json "$out/gemm.json" 2>&1 | tee -a "$log"
 gemm_rc=${PIPESTATUS[0]}
+echo "== sample_bench" >>"$log"
+run_prog 120 "$bench/sample_bench" --json "$out/sample.json" 2>&1 | tee -a "$log"
+sample_rc=${PIPESTATUS[0]}
 
 # 4. End to end: actorlm serve on the GPU under bench client, HF generate() on the same weights,
 # the official openai client's test where the machine has what it needs.
 tools/gpu/e2e.sh "$actorlm" "$libs" "$out" 2>&1 | tee -a "$log"
 
 json_of() { [[ -s $1 ]] && cat "$1" || echo null; }
-printf '{"gpu": "%s", "status": "%s", "tests": [%s],\n "decode_attention_exit": %s, "decode_attention": %s,\n "gemm_exit": %s, "gemm": %s,\n "e2e": %s}\n' \
+printf '{"gpu": "%s", "status": "%s", "tests": [%s],\n "decode_attention_exit": %s, "decode_attention": %s,\n "gemm_exit": %s, "gemm": %s,\n "sample_exit": %s, "sample": %s,\n "e2e": %s}\n' \
   "${gpu:-none}" "$status" "$tests_json" "$da_rc" "$(json_of "$out/decode_attention.json")" \
-  "$gemm_rc" "$(json_of "$out/gemm.json")" "$(json_of "$out/e2e.json")" >"$out/gpu-check.json"
+  "$gemm_rc" "$(json_of "$out/gemm.json")" "$sample_rc" "$(json_of "$out/sample.json")" \
+  "$(json_of "$out/e2e.json")" >"$out/gpu-check.json"
 echo "gpu-check: $status; summary in $out/gpu-check.json"
 [[ $status == ok ]]

@@ -26,7 +26,7 @@ for t in tests:
     print(t["command"][0])
 ' "$bundle/tests.txt" >"$bundle/../programs.txt"
 bins=$(cat "$bundle/../programs.txt")
-bins+=" build/tools/decode_attention_bench build/tools/gemm_bench build/tools/actorlm"
+bins+=" build/tools/decode_attention_bench build/tools/gemm_bench build/tools/sample_bench build/tools/actorlm"
 for b in $bins; do
   [[ -x $b ]] || { echo "prepare: $b was not built (is nvcc found? ACTORLM_CUDA=ON?)" >&2; exit 1; }
   cp "$b" "$bundle/bin/"
