@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace actorlm::tools::gpu {
@@ -60,6 +62,26 @@ inline bool device_present() {
   if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) return true;
   std::puts("no CUDA device: skipped");
   return false;
+}
+
+// The flags every GPU benchmark takes: --json FILE, --reps N. False, having printed the usage,
+// for anything else.
+struct BenchArgs {
+  std::string json;
+  int reps = 20;
+};
+
+inline bool parse_bench_args(int argc, char** argv, const char* name, BenchArgs& args) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" && i + 1 < argc) args.json = argv[++i];
+    else if (a == "--reps" && i + 1 < argc) args.reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: %s [--json FILE] [--reps N]\n", name);
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace actorlm::tools::gpu

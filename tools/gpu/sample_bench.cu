@@ -54,17 +54,10 @@ struct Case {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string json;
-  int reps = 20;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--json" && i + 1 < argc) json = argv[++i];
-    else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
-    else {
-      std::fprintf(stderr, "usage: sample_bench [--json FILE] [--reps N]\n");
-      return 2;
-    }
-  }
+  actorlm::tools::gpu::BenchArgs args;
+  if (!actorlm::tools::gpu::parse_bench_args(argc, argv, "sample_bench", args)) return 2;
+  const std::string& json = args.json;
+  const int reps = args.reps;
   if (!actorlm::tools::gpu::device_present()) return 77;
   std::vector<Case> cases;
   for (std::int64_t vocab : {std::int64_t{49152}, std::int64_t{128256}})
