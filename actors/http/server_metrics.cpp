@@ -51,6 +51,7 @@ void ServerMetrics::record_steps(const std::vector<scheduler::StepRecord>& steps
     steps_ += 1;
     step_seconds_ += seconds(s.end - s.start);
     shard_seconds_ += seconds(s.shard_ns);
+    shard_host_seconds_ += seconds(s.shard_host_ns);
   }
 }
 
@@ -87,6 +88,10 @@ std::string ServerMetrics::render(const scheduler::SchedulerCounts& c, const kv:
   render_counter(out, "actorlm_shard_step_seconds_total",
                  "The part of it the shards reported as their execution (the rest is the engine's own)",
                  shard_seconds_);
+  render_counter(out, "actorlm_shard_host_seconds_total",
+                 "Of the shards' part, the time rank 0 worked on the host rather than waited for its device "
+                 "(cpu: all of it; sim: none); the step's host-side share is (step - shard + shard host) / step",
+                 shard_host_seconds_);
   render_counter(out, "actorlm_prompt_tokens_total", "Prompt tokens of finished requests", prompt_tokens_);
   render_counter(out, "actorlm_generation_tokens_total", "Generated tokens of finished requests", generation_tokens_);
   out.append("# HELP actorlm_request_success_total Finished samples by finish reason\n"

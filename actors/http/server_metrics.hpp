@@ -30,7 +30,7 @@ class ServerMetrics {
   double prompt_tokens_ = 0, generation_tokens_ = 0;
   // Steps that ran a batch: how many, their wall time (the scheduler's start to end) and the part
   // the shard reported as its own execution; the difference is the engine's time per step.
-  double steps_ = 0, step_seconds_ = 0, shard_seconds_ = 0;
+  double steps_ = 0, step_seconds_ = 0, shard_seconds_ = 0, shard_host_seconds_ = 0;
   std::map<std::string, double> finished_;  // by finish reason: stop | length | abort | error
   std::map<int, double> http_status_;
 };

@@ -103,6 +103,8 @@ struct StepRecord {
   std::uint32_t preemptions = 0;      // groups preempted while planning this step
   std::int64_t shard_ns = 0;          // the execution as rank 0 reported it (measured: cpu, cuda;
                                       // modelled: sim); end - start - shard_ns: the engine's own time
+  std::int64_t shard_host_ns = 0;     // of shard_ns, rank 0's host work (StepResult::host_ns): the
+                                      // engine's time plus this is the step's host-side time
 };
 
 }  // namespace actorlm::scheduler

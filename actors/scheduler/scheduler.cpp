@@ -281,6 +281,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
   }
   current_.end = now;
   current_.shard_ns = result.duration_ns;
+  current_.shard_host_ns = result.host_ns;
   keep_step_record();
   planned_.clear();
   return ev;

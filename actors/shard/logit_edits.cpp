@@ -24,11 +24,11 @@ bool logit_edits(const SequenceState::Sequence& s, std::size_t vocab,
       out.resize(first);
       return false;
     }
-    if (auto* e = edit(b.token)) e->bias = b.bias;
+    if (auto* e = edit(b.token)) e->bias = b.bias, e->flags |= kernels::cuda_math::LogitEdit::biased;
   }
   if (p.masks_stop_ids(s.generated().size()))
     for (std::int32_t t : p.min_tokens_stop_ids)
-      if (auto* e = edit(t)) e->masked = 1;
+      if (auto* e = edit(t)) e->flags |= kernels::cuda_math::LogitEdit::masked;
   if (p.repetition_penalty != 1.0f)
     for (std::int32_t t : s.tokens)
       if (auto* e = edit(t)) e->repetition = p.repetition_penalty;

@@ -108,6 +108,9 @@ struct StepResult {
   std::uint64_t step_id = 0;
   std::vector<SampledToken> tokens;  // per SeqWork with num_samples > 0, num_samples entries in order
   std::int64_t duration_ns = 0;      // measured (cpu, cuda) or modelled (sim)
+  std::int64_t host_ns = 0;          // of duration_ns, the time the shard's thread worked rather than
+                                     // waited for its device (cuda: all but the stream
+                                     // synchronisations; cpu: all of it; sim: 0)
 };
 
 }  // namespace actorlm::shard

@@ -11,7 +11,7 @@ namespace {
 // Bumped whenever the layout below changes: a head and a worker of different builds refuse each
 // other's steps instead of misreading them (the cluster's fingerprint names the version too).
 constexpr std::uint32_t step_magic = 0x53544531;    // "STE1"
-constexpr std::uint32_t result_magic = 0x52455331;  // "RES1"
+constexpr std::uint32_t result_magic = 0x52455332;  // "RES2"
 
 class Writer {
  public:
@@ -107,7 +107,7 @@ static_assert(std::is_trivially_copyable_v<TopLogprob> && sizeof(TopLogprob) == 
 
 }  // namespace
 
-const char* wire_format_version() { return "STE1/RES1"; }
+const char* wire_format_version() { return "STE1/RES2"; }
 
 void encode_step(const Step& s, std::vector<char>& out) {
   Writer w(out);
@@ -169,6 +169,7 @@ void encode_step_result(const StepResult& x, std::vector<char>& out) {
   w.put(result_magic);
   w.put(x.step_id);
   w.put(x.duration_ns);
+  w.put(x.host_ns);
   w.put<std::uint32_t>(static_cast<std::uint32_t>(x.tokens.size()));
   for (const SampledToken& t : x.tokens) {
     w.put(t.seq);
@@ -181,7 +182,8 @@ void encode_step_result(const StepResult& x, std::vector<char>& out) {
 bool decode_step_result(const std::vector<char>& in, StepResult& x) {
   Reader r(in);
   std::uint32_t magic = 0, n = 0;
-  if (!r.get(magic) || magic != result_magic || !r.get(x.step_id) || !r.get(x.duration_ns) || !r.count(n, sampled_token_min_bytes))
+  if (!r.get(magic) || magic != result_magic || !r.get(x.step_id) || !r.get(x.duration_ns) || !r.get(x.host_ns) ||
+      !r.count(n, sampled_token_min_bytes))
     return false;
   x.tokens.resize(n);
   for (SampledToken& t : x.tokens)

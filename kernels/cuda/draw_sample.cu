@@ -141,7 +141,19 @@ __global__ void draw_kernel(DrawSampleParams p) {
   }
 }
 
+__global__ void weight_kernel(const float* x, float max, float temperature, float* out, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] = m::tempered_weight(x[i], max, temperature);
+}
+
 }  // namespace
+
+void tempered_weights(const float* x, float max, float temperature, float* out, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  require(x && out, "tempered_weights: null pointer");
+  weight_kernel<<<256, 256, 0, stream>>>(x, max, temperature, out, n);
+  ACTORLM_CUDA_CHECK(cudaGetLastError());
+}
 
 void apply_logit_edits(const LogitEditParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;

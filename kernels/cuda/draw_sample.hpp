@@ -48,4 +48,8 @@ struct DrawSampleParams {
 // [1, 2^31).
 void draw_sample(const DrawSampleParams&, cudaStream_t stream);
 
+// out[i] = tempered_weight(x[i], max, temperature) ([n] each) as the draws compute it on the
+// device: for the GPU test, which checks the bits against the cpu sampler's.
+void tempered_weights(const float* x, float max, float temperature, float* out, std::int64_t n, cudaStream_t stream);
+
 }  // namespace actorlm::kernels::cuda

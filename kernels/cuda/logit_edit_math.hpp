@@ -13,16 +13,17 @@
 namespace actorlm::kernels::cuda_math {
 
 struct LogitEdit {
+  static constexpr std::uint32_t biased = 1, masked = 2;
   std::int32_t token;
-  std::uint32_t masked;  // nonzero: the logit becomes -inf
-  float bias;            // added first (0 when the token has none)
-  float repetition;      // then x > 0 ? x / r : x * r (1 when the token was not seen)
-  float subtract;        // then subtracted: presence + count * frequency (0 when not generated)
+  std::uint32_t flags;  // biased: `bias` is added first; masked: then the logit becomes -inf
+  float bias;
+  float repetition;     // then x > 0 ? x / r : x * r (1 when the token was not seen: no change)
+  float subtract;       // then subtracted: presence + count * frequency (0 when not generated)
 };
 
 ACTORLM_HD inline float apply_logit_edit(float x, const LogitEdit& e) {
-  x = f_add(x, e.bias);
-  if (e.masked) x = -INFINITY;
+  if (e.flags & LogitEdit::biased) x = f_add(x, e.bias);  // only then: x + 0 would turn -0 into +0
+  if (e.flags & LogitEdit::masked) x = -INFINITY;
   x = x > 0.0f ? f_div(x, e.repetition) : f_mul(x, e.repetition);
   return f_sub(x, e.subtract);
 }

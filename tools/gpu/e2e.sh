@@ -7,7 +7,10 @@
 # against the cuda backend.
 #
 #   tools/gpu/e2e.sh ACTORLM RUN_PROG_LIBS OUT_DIR     (check.sh calls it; exit 0 when it ran)
-# Writes OUT_DIR/e2e.json: {"serve": {concurrency: tokens/s}, "hf": {...}, "openai_test": ...}.
+# Writes OUT_DIR/e2e.json: {"serve_output_tokens_per_s": {concurrency: tokens/s},
+# "serve_host_side_share": {concurrency: share of the steps' wall time spent on the host: the
+# engine's planning and reservation, the shard's preparing and launching}, "hf_same_weights": {...},
+# "openai_test": ...}.
 set -uo pipefail
 actorlm=$1 libs=$2 out=$3
 log="$out/gpu-check.log"
@@ -34,7 +37,29 @@ max_num_seqs = 256
 max_num_batched_tokens = 8192
 TOML
 
-serve_json="{}"
+serve_json="{}" share_json="{}"
+# The engine's step counters from /metrics: wall, shards' part, rank 0's host work within it.
+step_seconds() {
+  python3 -c '
+import sys, urllib.request
+v = {}
+for line in urllib.request.urlopen(sys.argv[1] + "/metrics", timeout=10).read().decode().splitlines():
+    parts = line.split()
+    if len(parts) == 2 and not line.startswith("#"):
+        v[parts[0]] = float(parts[1])
+print(v["actorlm_engine_step_seconds_total"], v["actorlm_shard_step_seconds_total"], v["actorlm_shard_host_seconds_total"])
+' "$1" 2>>"$log" || echo "null"
+}
+# The host-side share of the steps between two readings: (wall - shards + shard host) / wall,
+# the engine's planning and reservation plus the shard's preparing and launching.
+host_share() {
+  python3 -c '
+import sys
+a, b = [list(map(float, x.split())) for x in sys.argv[1:3]]
+wall, shard, host = (b[i] - a[i] for i in range(3))
+print(round((wall - shard + host) / wall, 4) if wall > 0 else "null")
+' "$1" "$2" 2>/dev/null || echo null
+}
 run "$actorlm" serve --config "$out/serve-cuda.toml" --port 0 >"$out/serve.log" 2>&1 &
 pid=$!
 url=""
@@ -48,16 +73,19 @@ if [[ -z $url ]]; then
   echo "e2e: actorlm serve did not start on the GPU:"; tail -n 20 "$out/serve.log"
 else
   echo "e2e: serving at $url"
-  points=""
+  points="" shares=""
   for c in 1 64 256; do
     n=$(( c == 1 ? 4 : 2 * c ))
+    before=$(step_seconds "$url")
     line=$(run timeout 300 "$actorlm" bench client "$url" --tokenizer "$model/tokenizer.json" --requests $n \
              --input 128 --output 128 --concurrency $c --json 2>>"$log" | tail -1)
     tps=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1])["runs"][0]["summary"]; print(round(r["output_tokens_per_s"],1) if r["failed"]==0 else "null")' "$line" 2>/dev/null || echo null)
-    echo "e2e: $c concurrent: $tps output tokens/s"
+    share=$(host_share "$before" "$(step_seconds "$url")")
+    echo "e2e: $c concurrent: $tps output tokens/s; host-side share of the steps' time $share"
     points+="${points:+, }\"$c\": $tps"
+    shares+="${shares:+, }\"$c\": $share"
   done
-  serve_json="{$points}"
+  serve_json="{$points}" share_json="{$shares}"
 fi
 kill $pid 2>/dev/null; wait $pid 2>/dev/null
 tail -n 30 "$out/serve.log" >>"$log"
@@ -77,4 +105,5 @@ if python3 -c "import openai, prometheus_client" 2>/dev/null && [[ -f ${ACTORLM_
   fi
 fi
 echo "e2e: openai client test: $openai_test"
-printf '{"serve_output_tokens_per_s": %s, "hf_same_weights": %s, "openai_test": %s}\n' "$serve_json" "$hf" "$openai_test" >"$out/e2e.json"
+printf '{"serve_output_tokens_per_s": %s, "serve_host_side_share": %s, "hf_same_weights": %s, "openai_test": %s}\n' \
+  "$serve_json" "$share_json" "$hf" "$openai_test" >"$out/e2e.json"

@@ -40,6 +40,7 @@ StepResult CpuShard::execute(const Step& step) {
     sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(), r.tokens);
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
+  r.host_ns = r.duration_ns;  // no device to wait for
   return r;
 }
 

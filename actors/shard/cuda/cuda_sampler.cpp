@@ -4,6 +4,7 @@
 #include "kernels/cpu/sampling.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -40,22 +41,23 @@ struct OutLayout {
         bytes(draw_logprob + J * 4) {}
 };
 
-// Parameters the cpu sampler accepts (it throws for the others: such rows go to it).
+// Parameters the cpu sampler accepts (it throws for the others: such rows go to it), with a
+// finite temperature (the cpu sampler's answer to an infinite one is its own: leave it to it).
 bool params_in_range(const SamplingParams& p) {
-  return p.temperature >= 0 && p.top_p > 0 && p.top_p <= 1 && p.min_p >= 0 && p.min_p <= 1;
+  return p.temperature >= 0 && std::isfinite(p.temperature) && p.top_p > 0 && p.top_p <= 1 && p.min_p >= 0 &&
+         p.min_p <= 1;
 }
 
 }  // namespace
 
+// Each buffer against its own size: a device allocation that failed (and threw) after its host
+// twin grew leaves the device one small, and the next step grows it again.
 void CudaSampler::grow(std::size_t in_bytes, std::size_t out_bytes) {
-  if (in_bytes > in_host_.bytes()) {
-    in_host_.reserve(in_bytes + in_bytes / 2, "the sampler's inputs");
-    in_device_.reserve(in_bytes + in_bytes / 2, "the sampler's inputs");
-  }
-  if (out_bytes > out_host_.bytes()) {
-    out_host_.reserve(out_bytes + out_bytes / 2, "the sampler's results");
-    out_device_.reserve(out_bytes + out_bytes / 2, "the sampler's results");
-  }
+  const auto more = [](std::size_t n) { return n + n / 2; };
+  if (in_bytes > in_host_.bytes()) in_host_.reserve(more(in_bytes), "the sampler's inputs");
+  if (in_bytes > in_device_.bytes()) in_device_.reserve(more(in_bytes), "the sampler's inputs");
+  if (out_bytes > out_host_.bytes()) out_host_.reserve(more(out_bytes), "the sampler's results");
+  if (out_bytes > out_device_.bytes()) out_device_.reserve(more(out_bytes), "the sampler's results");
 }
 
 void CudaSampler::reserve(std::size_t rows) {
@@ -142,7 +144,7 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
         ACTORLM_CUDA_CHECK(cudaMemcpyAsync(host_rows_.as<float>() + (j++) * vocab, logits + k * vocab,
                                            vocab * sizeof(float), cudaMemcpyDeviceToHost, stream));
   }
-  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cu::timed_sync(stream, waited_ns_);
 
   const auto* token = reinterpret_cast<const std::int32_t*>(h + at.token);
   const auto* logprob = reinterpret_cast<const float*>(h + at.logprob);

@@ -36,6 +36,9 @@ class CudaSampler {
   void sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, float* logits,
               std::size_t logit_rows, std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out);
 
+  // Nanoseconds spent waiting on the stream in sample() since construction.
+  std::int64_t waited_ns() const { return waited_ns_; }
+
  private:
   enum class Where { greedy, draw, host };
   struct Row {
@@ -46,6 +49,7 @@ class CudaSampler {
   };
   void grow(std::size_t in_bytes, std::size_t out_bytes);
   std::vector<Row> rows_;
+  std::int64_t waited_ns_ = 0;
   std::vector<float> scratch_;
   std::vector<kernels::cuda_math::LogitEdit> edits_;
   std::vector<std::int64_t> offsets_;

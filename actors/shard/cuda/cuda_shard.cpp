@@ -3,6 +3,7 @@
 #include "actors/shard/step_batch.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,7 @@ StepResult CudaShard::execute(const Step& step) {
     throw std::invalid_argument("cuda shard: step block size " + std::to_string(step.block_size) +
                                 " but the cache uses " + std::to_string(cache_->block_size()));
   const auto& work = seqs_.apply(step);  // throws std::invalid_argument for a bad delta
+  std::int64_t waited = -transformer_->waited_ns() - sampler_.waited_ns();
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
     // (copy-on-write, forks) may read blocks just moved in. All on the one stream, in order.
@@ -66,7 +68,7 @@ StepResult CudaShard::execute(const Step& step) {
 
     forward_batch(step, work, batch_);
     transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
-    if (batch_.empty()) ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the copies and swaps are done
+    if (batch_.empty()) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cuda shard: ") + e.what());
   }
@@ -78,6 +80,8 @@ StepResult CudaShard::execute(const Step& step) {
                     static_cast<std::size_t>(weights_.spec.vocab), stream_, r.tokens);
   r.duration_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+  waited += transformer_->waited_ns() + sampler_.waited_ns();
+  r.host_ns = std::max<std::int64_t>(0, r.duration_ns - waited);
   return r;
 }
 

@@ -260,7 +260,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   if (logits) logits->clear();
   // A step that failed may have left copies from the pinned buffers pending: let them finish
   // before the buffers are refilled or reallocated.
-  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  timed_sync(stream_, waited_ns_);
   upload_batch(seqs, cache);  // throws before anything is enqueued
   if (tokens_ == 0) return;
   const std::int64_t h = s.hidden;
@@ -299,7 +299,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   }
   if (!compute_logits || logit_rows_ == 0) {
     logit_rows_ = 0;
-    ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    timed_sync(stream_, waited_ns_);
     return;
   }
   const DeviceMatrix& out = w_.output_matrix();
@@ -316,7 +316,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
   logits_host_.reserve(logit_bytes, "the logits");  // after the step's collectives: no peer waits
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
-  ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  timed_sync(stream_, waited_ns_);
   logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
 }
 

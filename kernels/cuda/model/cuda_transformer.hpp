@@ -42,6 +42,8 @@ class CudaTransformer {
   const float* device_logits() const { return logits_dev_.as<float>(); }
   float* device_logits() { return logits_dev_.as<float>(); }  // a sampler may change them in place
   std::int64_t logit_rows() const { return logit_rows_; }
+  // Nanoseconds spent waiting on the stream in forward() since construction.
+  std::int64_t waited_ns() const { return waited_ns_; }
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for a decode step, `seqs`
   // sequences of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it
@@ -71,6 +73,7 @@ class CudaTransformer {
   std::int64_t tokens_ = 0;
   std::int32_t seqs_ = 0;
   std::uint32_t max_blocks_ = 0, max_context_ = 0, max_query_ = 0, logit_rows_ = 0;
+  std::int64_t waited_ns_ = 0;
   bool decode_only_ = false;
   std::uint32_t chunk_ = 512;      // decode attention's chunk for the step (reserve())
   std::size_t meta_bytes_ = 0;

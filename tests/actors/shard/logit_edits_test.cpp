@@ -1,8 +1,8 @@
 // logit_edits (the cuda sampler's per-token form of a sequence's logit changes) against the host
 // sampler's own changes (HostSampler::process_row): random rows with NaN and infinities, random
 // prompts and outputs (ids outside the vocabulary among them), and every mix of logit_bias,
-// min_tokens' mask, repetition, presence and frequency penalties give the same bits. A token
-// biased twice is refused.
+// min_tokens' mask, repetition, presence and frequency penalties give the same bits (-0 kept
+// where nothing is added). A token biased twice is refused.
 #define BOOST_TEST_MODULE logit_edits
 #include <boost/test/unit_test.hpp>
 
@@ -45,7 +45,8 @@ BOOST_AUTO_TEST_CASE(edits_applied_token_by_token_give_the_host_samplers_row_bit
     if (rng() % 2) p.presence_penalty = penalty(rng);
     if (rng() % 2) p.frequency_penalty = penalty(rng);
 
-    const auto row = actorlm::testing::random_logit_row(rng, vocab);
+    auto row = actorlm::testing::random_logit_row(rng, vocab);
+    for (int i = 0; i < 10; ++i) row[rng() % vocab] = -0.0f;  // x + 0 would make it +0: no bias, no add
     auto want = row;
     HostSampler::process_row(s, want);
     std::vector<m::LogitEdit> edits{{-7, 0, 0, 1, 0}};  // appends after what is there

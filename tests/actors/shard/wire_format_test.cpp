@@ -89,6 +89,7 @@ struct Gen {
     StepResult r;
     r.step_id = rng();
     r.duration_ns = static_cast<std::int64_t>(rng() >> 1);
+    r.host_ns = static_cast<std::int64_t>(rng() >> 2);
     r.tokens = many<SampledToken>(300, [&] {
       SampledToken t{kv::SeqId(rng()), static_cast<kv::TokenId>(u(50000)), f(), {}};
       t.top = many<TopLogprob>(u(3) == 0 ? 5 : 0, [&] { return TopLogprob{static_cast<kv::TokenId>(u(50000)), f()}; });
@@ -151,6 +152,7 @@ void check_same(const Step& a, const Step& b) {
 void check_same(const StepResult& a, const StepResult& b) {
   BOOST_TEST(a.step_id == b.step_id);
   BOOST_TEST(a.duration_ns == b.duration_ns);
+  BOOST_TEST(a.host_ns == b.host_ns);
   BOOST_REQUIRE_EQUAL(a.tokens.size(), b.tokens.size());
   for (std::size_t i = 0; i < a.tokens.size(); ++i) {
     BOOST_TEST(a.tokens[i].seq == b.tokens[i].seq);

@@ -153,6 +153,48 @@ BOOST_AUTO_TEST_CASE(filtered_draws_pick_the_cpu_samplers_tokens) {
   BOOST_TEST(distinct_tokens_seen > rows + rows / 4);
 }
 
+// Below the first level the bins split one that reached the goal; their masses, summed apart,
+// may fall short of it by rounding, and then the last of them ends the prefix. A pass that halves
+// every mass below the first level forces that fallback at nearly every level: the draws must
+// still be tokens the filters keep.
+struct ShavingPass : HostPass {
+  void histogram(std::uint64_t floor, std::uint64_t prefix, int bits, int shift, m::DrawHistogram& h) {
+    HostPass::histogram(floor, prefix, bits, shift, h);
+    if (bits > 0)
+      for (double& mass : h.mass) mass *= 0.5;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(masses_that_fall_short_below_the_first_level_still_draw_a_kept_token) {
+  std::mt19937_64 rng(13);
+  std::size_t draws = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const std::size_t vocab = 2 + rng() % 3000;
+    const auto row = actorlm::testing::random_logit_row(rng, vocab);
+    const float max = row_max(row);
+    if (max == -INFINITY) continue;
+    const float temperature = 0.5f + float(rng() % 3);
+    const std::int32_t top_k = rng() % 2 ? 0 : std::int32_t(1 + rng() % 40);
+    ShavingPass pass{{row, max, temperature, rng, {}}};
+    m::DrawHistogram h;
+    const std::int32_t got = m::draw_row({max, temperature, top_k, 0.8f, 0.01f, double(rng() % 1000) / 1000.0}, pass, h);
+    BOOST_TEST_CONTEXT("trial " << trial << ", vocab " << vocab << ", top_k " << top_k) {
+      BOOST_REQUIRE(got >= 0);
+      BOOST_REQUIRE(std::size_t(got) < vocab);
+      const float x = m::clean_logit(row[std::size_t(got)]);
+      BOOST_TEST(m::tempered_weight(x, max, temperature) > 0);  // a candidate
+      if (top_k > 0) {  // within the top_k by the ranking
+        std::int32_t ahead = 0;
+        for (std::size_t i = 0; i < vocab; ++i)
+          ahead += m::ranks_before(m::clean_logit(row[i]), std::int32_t(i), x, got);
+        BOOST_TEST(ahead < top_k);
+      }
+    }
+    ++draws;
+  }
+  BOOST_TEST(draws > 150u);
+}
+
 BOOST_AUTO_TEST_CASE(a_row_without_candidates_draws_nothing) {
   std::mt19937_64 rng(1);
   const std::vector<float> row(100, -INFINITY);
