@@ -11,7 +11,7 @@
 # GPU at 1/64/256 concurrent requests, HF transformers generate() on the same weights).
 # Exits non-zero when a test failed.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 root=$PWD
 out="${OUT:-$root/gpu-check-out}"
 mkdir -p "$out"
