@@ -64,13 +64,13 @@ void CudaSampler::reserve(std::size_t rows) {
   grow(InLayout(rows, rows, 0).bytes, OutLayout(rows, rows).bytes);
 }
 
-void CudaSampler::sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, float* logits,
-                         std::size_t logit_rows, std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out) {
+void CudaSampler::prepare(const Step& step, const std::vector<const SequenceState::Sequence*>& work, std::size_t vocab) {
   rows_.clear();
   edits_.clear();
   offsets_.clear();
   jobs_.clear();
-  std::size_t tokens = 0, host_rows = 0;
+  tokens_ = 0;
+  host_rows_count_ = 0;
   for (std::size_t i = 0; i < step.seqs.size(); ++i) {
     const SeqWork& w = step.seqs[i];
     if (w.padding || w.num_samples == 0) continue;
@@ -81,7 +81,7 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
     if ((p.logprobs && p.top_logprobs > std::uint32_t(max_device_top)) || !params_in_range(p) ||
         (p.changes_logits(s.generated().size()) && !logit_edits(s, vocab, edits_)))
       where = Where::host;
-    rows_.push_back({i, tokens, where, jobs_.size()});
+    rows_.push_back({i, tokens_, where, jobs_.size()});
     if (where == Where::draw) {
       const std::uint64_t position = w.end;  // of the token drawn, as the host sampler's
       for (std::uint32_t j = 0; j < w.num_samples; ++j) {
@@ -90,11 +90,23 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
                          static_cast<std::int32_t>(rows_.size() - 1), p.temperature, p.top_k, p.top_p, p.min_p, 0});
       }
     }
-    tokens += w.num_samples;
-    host_rows += where == Where::host;
+    tokens_ += w.num_samples;
+    host_rows_count_ += where == Where::host;
   }
   offsets_.push_back(static_cast<std::int64_t>(edits_.size()));
-  out.resize(tokens);
+  prepared_step_ = step.id;
+  const std::size_t R = rows_.size(), J = jobs_.size(), E = edits_.size();
+  if (R == 0) return;
+  grow(InLayout(R, J, E).bytes, OutLayout(R, J).bytes);
+  const std::size_t need = host_rows_count_ * vocab * sizeof(float);
+  if (need > host_rows_.bytes()) host_rows_.reserve(need + need / 2, "the logits of rows sampled on the host");
+}
+
+void CudaSampler::sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, float* logits,
+                         std::size_t logit_rows, std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out) {
+  if (prepared_step_ != step.id) throw std::logic_error("cuda sampler: sample() without prepare() for the step");
+  prepared_step_ = std::nullopt;
+  out.resize(tokens_);
   const std::size_t R = rows_.size(), J = jobs_.size(), E = edits_.size();
   if (R != logit_rows)
     throw std::logic_error("cuda sampler: the step samples " + std::to_string(R) + " rows but the forward computed " +
@@ -103,7 +115,6 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
 
   const InLayout in(R, J, E);
   const OutLayout at(R, J);
-  grow(in.bytes, at.bytes);
   auto* hi = in_host_.as<std::byte>();
   auto* di = in_device_.as<std::byte>();
   auto* top_n = reinterpret_cast<std::int32_t*>(hi + in.top_n);
@@ -135,9 +146,7 @@ void CudaSampler::sample(const Step& step, const std::vector<const SequenceState
                     stream);
   auto* h = out_host_.as<std::byte>();
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(h, d, at.bytes, cudaMemcpyDeviceToHost, stream));
-  if (host_rows > 0) {
-    const std::size_t need = host_rows * vocab * sizeof(float);
-    if (need > host_rows_.bytes()) host_rows_.reserve(need + need / 2, "the logits of rows sampled on the host");
+  if (host_rows_count_ > 0) {
     std::size_t j = 0;
     for (std::size_t k = 0; k < R; ++k)
       if (rows_[k].where == Where::host)

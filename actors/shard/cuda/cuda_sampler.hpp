@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <optional>
 #include <vector>
 
 namespace actorlm::shard {
@@ -29,10 +30,17 @@ class CudaSampler {
   // calls it at start, before its KV cache takes the rest of the device); larger steps grow them.
   void reserve(std::size_t rows);
 
+  // The step's host work before its forward: which rows go where, their edits and draws, and
+  // every buffer they need grown. No allocation may come between a step's first collective and
+  // the stream synchronisation that ends it (a cudaFree or cudaMallocHost can wait for a device
+  // whose all-reduce waits for a peer rank of this process, which may be waiting on the driver).
+  void prepare(const Step& step, const std::vector<const SequenceState::Sequence*>& work, std::size_t vocab);
+
   // `logits`: [logit_rows, vocab] f32 on the device, one row per SeqWork with num_samples > 0 in
-  // step order, produced on `stream`; rows with logit changes are changed in place. Synchronises
-  // the stream. Throws std::invalid_argument for a row whose every logit is -inf or NaN (as the
-  // cpu sampler does), std::logic_error when the step's sampled rows are not logit_rows.
+  // step order, produced on `stream`; rows with logit changes are changed in place. Needs the
+  // step prepared. Synchronises the stream. Throws std::invalid_argument for a row whose every
+  // logit is -inf or NaN (as the cpu sampler does), std::logic_error when the step was not
+  // prepared or its sampled rows are not logit_rows.
   void sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, float* logits,
               std::size_t logit_rows, std::size_t vocab, cudaStream_t stream, std::vector<SampledToken>& out);
 
@@ -49,6 +57,8 @@ class CudaSampler {
   };
   void grow(std::size_t in_bytes, std::size_t out_bytes);
   std::vector<Row> rows_;
+  std::size_t tokens_ = 0, host_rows_count_ = 0;
+  std::optional<std::uint64_t> prepared_step_;
   std::int64_t waited_ns_ = 0;
   std::vector<float> scratch_;
   std::vector<kernels::cuda_math::LogitEdit> edits_;

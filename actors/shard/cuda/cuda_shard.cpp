@@ -31,7 +31,8 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
     transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
     // The largest step's buffers first: what the plan counts as activations is taken before the
     // KV cache takes the rest.
-    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, o.max_seqs, o.block_size, o.kv_dtype);
+    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, weights_.samples() ? o.max_seqs : 0,
+                          o.block_size, o.kv_dtype);  // logits only where they are sampled
     if (weights_.samples()) sampler_.reserve(static_cast<std::size_t>(o.max_seqs));
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
         static_cast<std::uint32_t>(host_weights.layers.size()), static_cast<std::int32_t>(host_weights.heads.kv_heads),
@@ -66,6 +67,8 @@ StepResult CudaShard::execute(const Step& step) {
     cache_->swap_in(block_pairs(step.swap_in), stream_);
     cache_->copy(block_pairs(step.copies), stream_);
 
+    // Everything the sampler allocates, before the forward's first collective.
+    if (weights_.samples()) sampler_.prepare(step, work, static_cast<std::size_t>(weights_.spec.vocab));
     forward_batch(step, work, batch_);
     transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
     if (batch_.empty()) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done

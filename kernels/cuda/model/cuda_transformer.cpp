@@ -80,10 +80,11 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
 void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache) {
   const auto vocab = static_cast<std::int64_t>(w_.spec.vocab);
   const std::uint32_t bs = cache.block_size();
-  tokens_ = 0;
-  max_blocks_ = max_context_ = max_query_ = logit_rows_ = 0;
-  decode_only_ = true;
-  seqs_ = static_cast<std::int32_t>(seqs.size());
+  // Counted apart and kept only once every sequence passed its checks: a refused step leaves
+  // the previous step's figures (logit_rows() among them) as they were.
+  std::int64_t tokens = 0;
+  std::uint32_t max_blocks = 0, max_context = 0, max_query = 0, logit_rows = 0;
+  bool decode_only = true;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     const std::uint32_t context = q.first_position + n;
@@ -99,13 +100,20 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
     for (const std::int32_t t : q.tokens)
       if (t < 0 || t >= vocab)
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
-    tokens_ += n;
-    max_blocks_ = std::max(max_blocks_, needed);
-    max_context_ = std::max(max_context_, context);
-    max_query_ = std::max(max_query_, n);
-    decode_only_ = decode_only_ && n == 1;
-    logit_rows_ += q.all_logits ? n : (q.want_logits && n > 0 ? 1 : 0);
+    tokens += n;
+    max_blocks = std::max(max_blocks, needed);
+    max_context = std::max(max_context, context);
+    max_query = std::max(max_query, n);
+    decode_only = decode_only && n == 1;
+    logit_rows += q.all_logits ? n : (q.want_logits && n > 0 ? 1 : 0);
   }
+  tokens_ = tokens;
+  max_blocks_ = max_blocks;
+  max_context_ = max_context;
+  max_query_ = max_query;
+  logit_rows_ = logit_rows;
+  decode_only_ = decode_only;
+  seqs_ = static_cast<std::int32_t>(seqs.size());
   const auto T = static_cast<std::size_t>(tokens_);
   const auto S = static_cast<std::size_t>(seqs_);
   std::size_t at = 0;
@@ -314,7 +322,12 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
   if (logits == nullptr) return;  // on the device for the caller, in stream order
   const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
-  logits_host_.reserve(logit_bytes, "the logits");  // after the step's collectives: no peer waits
+  if (logit_bytes > logits_host_.bytes()) {
+    // The collectives are only enqueued: let them finish before an allocation that could wait on
+    // this device while a peer rank waits on the driver.
+    timed_sync(stream_, waited_ns_);
+    logits_host_.reserve(logit_bytes, "the logits");
+  }
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
   timed_sync(stream_, waited_ns_);
   logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));

@@ -35,8 +35,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceBuffer::reserve(std::size_t bytes, const std::string& what) {
   if (bytes <= bytes_) return;
-  if (ptr_) ACTORLM_CUDA_CHECK(cudaFree(ptr_));
-  ptr_ = nullptr;
+  // Forget the old block before freeing it: a failed free (a sticky error) must not leave a
+  // pointer that a later reserve hands out or the destructor frees again.
+  if (void* old = std::exchange(ptr_, nullptr)) {
+    bytes_ = 0;
+    ACTORLM_CUDA_CHECK(cudaFree(old));
+  }
   bytes_ = 0;
   if (cudaMalloc(&ptr_, bytes) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free allocation error
@@ -55,8 +59,10 @@ PinnedBuffer::~PinnedBuffer() {
 
 void PinnedBuffer::reserve(std::size_t bytes, const std::string& what) {
   if (bytes <= bytes_) return;
-  if (ptr_) ACTORLM_CUDA_CHECK(cudaFreeHost(ptr_));
-  ptr_ = nullptr;
+  if (void* old = std::exchange(ptr_, nullptr)) {  // as DeviceBuffer::reserve
+    bytes_ = 0;
+    ACTORLM_CUDA_CHECK(cudaFreeHost(old));
+  }
   bytes_ = 0;
   if (cudaMallocHost(&ptr_, bytes) != cudaSuccess) {
     cudaGetLastError();
