@@ -83,8 +83,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   // Counted apart and kept only once every sequence passed its checks: a refused step leaves
   // the previous step's figures (logit_rows() among them) as they were.
   std::int64_t tokens = 0;
-  std::uint32_t max_blocks = 0, max_context = 0, max_query = 0, logit_rows = 0;
-  bool decode_only = true;
+  std::uint32_t max_blocks = 0, max_query = 0, logit_rows = 0, decode_max_context = 0;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     const std::uint32_t context = q.first_position + n;
@@ -102,17 +101,24 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
     tokens += n;
     max_blocks = std::max(max_blocks, needed);
-    max_context = std::max(max_context, context);
-    max_query = std::max(max_query, n);
-    decode_only = decode_only && n == 1;
+    if (n == 1) decode_max_context = std::max(decode_max_context, context);
+    else max_query = std::max(max_query, n);
     logit_rows += q.all_logits ? n : (q.want_logits && n > 0 ? 1 : 0);
   }
+  // Slots: the sequences with one new row first (decode attention serves them, split-K over
+  // long contexts), then the others (prefill attention), each group in step order. Rows follow
+  // the slots; the logit rows stay in step order.
+  order_.clear();
+  for (std::size_t s = 0; s < seqs.size(); ++s)
+    if (seqs[s].tokens.size() == 1) order_.push_back(s);
+  decode_seqs_ = static_cast<std::int32_t>(order_.size());
+  for (std::size_t s = 0; s < seqs.size(); ++s)
+    if (seqs[s].tokens.size() != 1) order_.push_back(s);
   tokens_ = tokens;
   max_blocks_ = max_blocks;
-  max_context_ = max_context;
+  decode_max_context_ = decode_max_context;
   max_query_ = max_query;
   logit_rows_ = logit_rows;
-  decode_only_ = decode_only;
   seqs_ = static_cast<std::int32_t>(seqs.size());
   const auto T = static_cast<std::size_t>(tokens_);
   const auto S = static_cast<std::size_t>(seqs_);
@@ -143,23 +149,30 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   auto* starts = reinterpret_cast<std::uint32_t*>(h + starts_at_);
   auto* rows = reinterpret_cast<std::int32_t*>(h + logit_rows_at_);
   std::size_t row = 0, logit = 0;
-  for (std::size_t s = 0; s < S; ++s) {
+  row_of_.assign(S, 0);
+  for (std::size_t k = 0; k < S; ++k) {
+    const std::size_t s = order_[k];
     const auto& q = seqs[s];
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
-    starts[s] = static_cast<std::uint32_t>(row);
-    context[s] = q.first_position + n;
-    const std::uint32_t needed = (context[s] + bs - 1) / bs;
-    std::copy_n(q.block_table.begin(), needed, tables + s * max_blocks_);
+    starts[k] = static_cast<std::uint32_t>(row);
+    context[k] = q.first_position + n;
+    const std::uint32_t needed = (context[k] + bs - 1) / bs;
+    std::copy_n(q.block_table.begin(), needed, tables + k * max_blocks_);
     for (std::uint32_t i = 0; i < n; ++i) {
       ids[row + i] = q.tokens[i];
       positions[row + i] = static_cast<std::int32_t>(q.first_position + i);
       slots[row + i] = static_cast<std::int64_t>(cuda_math::paged_slot(q.block_table.data(), bs, q.first_position + i));
     }
-    if (q.all_logits)
-      for (std::uint32_t i = 0; i < n; ++i) rows[logit++] = static_cast<std::int32_t>(row + i);
-    else if (q.want_logits && n > 0)
-      rows[logit++] = static_cast<std::int32_t>(row + n - 1);
+    row_of_[s] = row;
     row += n;
+  }
+  for (std::size_t s = 0; s < S; ++s) {
+    const auto& q = seqs[s];
+    const auto n = static_cast<std::uint32_t>(q.tokens.size());
+    if (q.all_logits)
+      for (std::uint32_t i = 0; i < n; ++i) rows[logit++] = static_cast<std::int32_t>(row_of_[s] + i);
+    else if (q.want_logits && n > 0)
+      rows[logit++] = static_cast<std::int32_t>(row_of_[s] + n - 1);
   }
   starts[S] = static_cast<std::uint32_t>(row);
   meta_bytes_ = at;
@@ -234,17 +247,25 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
     a.act_dtype = w_.dtype;
     a.cache_dtype = cache.dtype();
   };
-  if (decode_only_) {
+  // The first decode_seqs_ slots (one new row each: rows 0 .. decode_seqs_ - 1) by decode
+  // attention, the rest by prefill attention; both write their rows of attn_.
+  if (decode_seqs_ > 0) {
     DecodeAttentionParams a;
     common(a);
-    a.max_context = max_context_;
+    a.seqs = decode_seqs_;
+    a.max_context = decode_max_context_;
     a.chunk_positions = chunk_;  // chosen and its workspace sized before the step's first collective
     a.workspace = workspace_.as<float>();
     decode_attention(a, stream_);
-  } else {
+  }
+  if (seqs_ > decode_seqs_) {
     PrefillAttentionParams a;
     common(a);
-    a.query_starts = meta<std::uint32_t>(starts_at_);
+    const auto first = static_cast<std::size_t>(decode_seqs_);
+    a.seqs = seqs_ - decode_seqs_;
+    a.block_tables += first * max_blocks_;
+    a.context_lens += first;
+    a.query_starts = meta<std::uint32_t>(starts_at_) + first;  // absolute rows: q and out stay whole
     a.max_query_len = max_query_;
     prefill_attention(a, stream_);
   }
@@ -274,7 +295,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   const std::int64_t h = s.hidden;
   // Every buffer the step needs, before its first collective: a cudaFree while another rank's
   // all-reduce waits for this one could deadlock the group.
-  reserve(tokens_, decode_only_ ? seqs_ : 0, max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
+  reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
           cache.dtype());
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 

@@ -16,6 +16,7 @@
 #include "kernels/cuda/model/cuda_weights.hpp"
 
 #include <functional>
+#include <vector>
 
 namespace actorlm::kernels::cuda {
 
@@ -72,9 +73,12 @@ class CudaTransformer {
   // The batch's metadata, gathered on the host into one pinned buffer and copied in one go.
   std::int64_t tokens_ = 0;
   std::int32_t seqs_ = 0;
-  std::uint32_t max_blocks_ = 0, max_context_ = 0, max_query_ = 0, logit_rows_ = 0;
+  std::uint32_t max_blocks_ = 0, max_query_ = 0, logit_rows_ = 0;
+  std::int32_t decode_seqs_ = 0;         // the first slots: one new row each (decode attention)
+  std::uint32_t decode_max_context_ = 0; // their longest context; max_query_: the other slots' most rows
+  std::vector<std::size_t> order_;       // slot -> index into the step's sequences
+  std::vector<std::size_t> row_of_;      // step's sequence -> its first row
   std::int64_t waited_ns_ = 0;
-  bool decode_only_ = false;
   std::uint32_t chunk_ = 512;      // decode attention's chunk for the step (reserve())
   std::size_t meta_bytes_ = 0;
   PinnedBuffer host_meta_;
