@@ -37,6 +37,7 @@ struct Seq {
 struct Case {
   std::int32_t q_heads, kv_heads, head_dim;
   std::vector<Seq> seqs;
+  float q_sd = 1;  // larger: sharper softmax rows (bigger jumps of the running maximum)
 };
 
 }  // namespace
@@ -47,7 +48,10 @@ BOOST_AUTO_TEST_CASE(prefill_attention_matches_the_cpu_kernel) {
       {4, 4, 128, {{33, 33}, {64, 64}, {16, 80}}},
       {9, 3, 64, {{100, 130}}},
       {71, 1, 64, {{20, 20}, {3, 50}}},
-      {32, 8, 128, {{48, 48}, {31, 95}}}};
+      {32, 8, 128, {{48, 48}, {31, 95}}},
+      // One row over a long context (as decode rows of a mixed step once were), a long chunk, a
+      // sequence with no new rows, under sharp softmax rows.
+      {8, 2, 128, {{1, 1500}, {7, 1300}, {0, 40}, {16, 16}}, 4.0f}};
   for (const Case& c : cases)
     for (const auto cache : {ActDtype::f32, ActDtype::f16, ActDtype::bf16})
       for (const auto act : {ActDtype::f32, ActDtype::f16, ActDtype::bf16}) {
@@ -60,7 +64,9 @@ BOOST_AUTO_TEST_CASE(prefill_attention_matches_the_cpu_kernel) {
         }
         const testing::PagedKvFixture kv(c.kv_heads, c.head_dim, contexts, cache);
         const std::int32_t hd = c.head_dim, qw = c.q_heads * hd;
-        const auto q = rounded(testing::normal_floats(std::size_t(starts.back()) * qw, 1), act);
+        auto q = testing::normal_floats(std::size_t(starts.back()) * qw, 1);
+        for (float& x : q) x *= c.q_sd;
+        q = rounded(q, act);
         std::vector<float> want(q.size());
         const float scale = 1.0f / std::sqrt(float(hd));
         for (std::size_t s = 0; s < c.seqs.size(); ++s)
