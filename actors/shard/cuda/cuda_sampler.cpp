@@ -94,12 +94,14 @@ void CudaSampler::prepare(const Step& step, const std::vector<const SequenceStat
     host_rows_count_ += where == Where::host;
   }
   offsets_.push_back(static_cast<std::int64_t>(edits_.size()));
-  prepared_step_ = step.id;
+  prepared_step_ = std::nullopt;
   const std::size_t R = rows_.size(), J = jobs_.size(), E = edits_.size();
-  if (R == 0) return;
-  grow(InLayout(R, J, E).bytes, OutLayout(R, J).bytes);
-  const std::size_t need = host_rows_count_ * vocab * sizeof(float);
-  if (need > host_rows_.bytes()) host_rows_.reserve(need + need / 2, "the logits of rows sampled on the host");
+  if (R > 0) {
+    grow(InLayout(R, J, E).bytes, OutLayout(R, J).bytes);
+    const std::size_t need = host_rows_count_ * vocab * sizeof(float);
+    if (need > host_rows_.bytes()) host_rows_.reserve(need + need / 2, "the logits of rows sampled on the host");
+  }
+  prepared_step_ = step.id;  // only once every buffer is there
 }
 
 void CudaSampler::sample(const Step& step, const std::vector<const SequenceState::Sequence*>& work, float* logits,

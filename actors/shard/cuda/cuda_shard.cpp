@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -67,11 +68,19 @@ StepResult CudaShard::execute(const Step& step) {
     cache_->swap_in(block_pairs(step.swap_in), stream_);
     cache_->copy(block_pairs(step.copies), stream_);
 
-    // Everything the sampler allocates, before the forward's first collective.
-    if (weights_.samples()) sampler_.prepare(step, work, static_cast<std::size_t>(weights_.spec.vocab));
+    // Everything the sampler allocates, before the forward's first collective. Should that fail
+    // (out of memory), this rank still runs the forward, whose all-reduces the other ranks wait
+    // for, and fails the step after it.
+    std::exception_ptr unprepared;
+    if (weights_.samples()) try {
+        sampler_.prepare(step, work, static_cast<std::size_t>(weights_.spec.vocab));
+      } catch (...) {
+        unprepared = std::current_exception();
+      }
     forward_batch(step, work, batch_);
     transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
-    if (batch_.empty()) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
+    if (batch_.empty() || unprepared) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
+    if (unprepared) std::rethrow_exception(unprepared);
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cuda shard: ") + e.what());
   }

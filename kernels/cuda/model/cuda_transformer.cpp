@@ -80,8 +80,8 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
 void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache) {
   const auto vocab = static_cast<std::int64_t>(w_.spec.vocab);
   const std::uint32_t bs = cache.block_size();
-  // Counted apart and kept only once every sequence passed its checks: a refused step leaves
-  // the previous step's figures (logit_rows() among them) as they were.
+  // Counted apart and kept only once every sequence passed its checks: a step refused for its
+  // ids or tables leaves the previous step's figures (logit_rows() among them) as they were.
   std::int64_t tokens = 0;
   std::uint32_t max_blocks = 0, max_query = 0, logit_rows = 0, decode_max_context = 0;
   for (const auto& q : seqs) {

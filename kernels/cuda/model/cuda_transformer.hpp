@@ -4,11 +4,12 @@
 // stream. A batch of sequences, each a run of tokens at consecutive positions (a prefill chunk
 // or a decode token), flattened into one [tokens, hidden] activation in the weights' dtype.
 // Per layer: norm, QKV GEMM, rotary, reshape_and_cache (this step's K and V into their paged
-// slots), attention (paged decode attention when every sequence has one new row, else prefill
-// attention over the paged cache, which also serves chunked prefill and prefix-cache hits),
-// output GEMM, MLP; with world > 1 the partial outputs are summed by `all_reduce` (NCCL).
-// Only the rows whose logits are wanted go through the final norm and the output projection;
-// their logits come back to the host in f32 for the host sampler.
+// slots), attention (paged decode attention for the sequences with one new row, placed first,
+// and prefill attention over the paged cache for the others, which also serves chunked prefill
+// and prefix-cache hits), output GEMM, MLP; with world > 1 the partial outputs are summed by
+// `all_reduce` (NCCL). Only the rows whose logits are wanted go through the final norm and the
+// output projection, in the step's order: f32 logits left on the device for the cuda sampler, or
+// copied back to the host.
 
 #include "kernels/cpu/model/transformer.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -46,8 +47,8 @@ class CudaTransformer {
   // Nanoseconds spent waiting on the stream in forward() since construction.
   std::int64_t waited_ns() const { return waited_ns_; }
 
-  // Sizes the device buffers for a step of up to `tokens` rows (and, for a decode step, `seqs`
-  // sequences of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it
+  // Sizes the device buffers for a step of up to `tokens` rows (and, for its sequences with one
+  // new row, `seqs` of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it
   // at start for its largest step, before the KV cache takes the rest of the memory, and each
   // forward calls it for its own step before the step's first collective. Throws
   // std::runtime_error naming the buffer when the device runs out of memory.

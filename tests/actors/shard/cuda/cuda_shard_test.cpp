@@ -262,12 +262,15 @@ Agreement run_scenario(shard::CpuShard& c, shard::CudaShard& g, std::uint32_t vo
     after(both(s));
   }
   {
+    // The last chunk listed before the decodes: the GPU forward places one-row sequences first
+    // (decode attention) and must still give the logits, and so the tokens, in the step's order.
     shard::Step s;
-    decode_all(s);
     prefill(s, 3, p3, 160, 300, {t3.begin() + 10, t3.end()}, 10, false);
+    decode_all(s);
     const auto r = both(s);
+    BOOST_REQUIRE(r.tokens.front().seq == 3u);
     after(r);
-    seqs.push_back({3, 300, r.tokens.back().token, t3});
+    seqs.push_back({3, 300, r.tokens.front().token, t3});
   }
   // 4. Sequence 1 forked (copy-on-write of its last block), both decoded.
   {
