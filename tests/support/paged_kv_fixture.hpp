@@ -20,7 +20,7 @@
 namespace actorlm::testing {
 
 struct PagedKvFixture {
-  static constexpr std::uint32_t block_size = 16;
+  std::uint32_t block_size;  // positions per block (16 unless a test asks for another)
   std::int32_t kv_heads, head_dim;
   std::vector<std::uint32_t> contexts;  // [seqs]
   std::uint32_t per_seq = 0;            // block table width
@@ -31,8 +31,8 @@ struct PagedKvFixture {
   std::optional<DeviceActs> dk16, dv16;          // bf16 caches
 
   PagedKvFixture(std::int32_t kv_heads_, std::int32_t head_dim_, std::vector<std::uint32_t> contexts_,
-                 kernels::cuda::ActDtype cache)
-      : kv_heads(kv_heads_), head_dim(head_dim_), contexts(std::move(contexts_)) {
+                 kernels::cuda::ActDtype cache, std::uint32_t block_size_ = 16)
+      : block_size(block_size_), kv_heads(kv_heads_), head_dim(head_dim_), contexts(std::move(contexts_)) {
     namespace cpu = kernels::cpu;
     const auto kv = cache == kernels::cuda::ActDtype::f16 ? cpu::KvDtype::f16 : cpu::KvDtype::f32;
     const std::uint32_t max_ctx = *std::max_element(contexts.begin(), contexts.end());

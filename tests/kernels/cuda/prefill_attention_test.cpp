@@ -37,7 +37,8 @@ struct Seq {
 struct Case {
   std::int32_t q_heads, kv_heads, head_dim;
   std::vector<Seq> seqs;
-  float q_sd = 1;  // larger: sharper softmax rows (bigger jumps of the running maximum)
+  float q_sd = 1;                  // larger: sharper softmax rows (bigger jumps of the running maximum)
+  std::uint32_t block_size = 16;   // 8: a 32-position tile spans 4 blocks; 32 and 64: tiles inside one block
 };
 
 }  // namespace
@@ -51,7 +52,10 @@ BOOST_AUTO_TEST_CASE(prefill_attention_matches_the_cpu_kernel) {
       {32, 8, 128, {{48, 48}, {31, 95}}},
       // One row over a long context (as decode rows of a mixed step once were), a long chunk, a
       // sequence with no new rows, under sharp softmax rows.
-      {8, 2, 128, {{1, 1500}, {7, 1300}, {0, 40}, {16, 16}}, 4.0f}};
+      {8, 2, 128, {{1, 1500}, {7, 1300}, {0, 40}, {16, 16}}, 4.0f},
+      {8, 2, 64, {{17, 17}, {40, 100}, {5, 300}}, 1.0f, 8},
+      {4, 4, 128, {{33, 33}, {16, 80}, {1, 77}}, 1.0f, 32},
+      {8, 2, 64, {{40, 100}, {64, 64}}, 2.0f, 64}};
   for (const Case& c : cases)
     for (const auto cache : {ActDtype::f32, ActDtype::f16, ActDtype::bf16})
       for (const auto act : {ActDtype::f32, ActDtype::f16, ActDtype::bf16}) {
@@ -62,7 +66,7 @@ BOOST_AUTO_TEST_CASE(prefill_attention_matches_the_cpu_kernel) {
           starts.push_back(starts.back() + s.new_rows);
           max_rows = std::max(max_rows, s.new_rows);
         }
-        const testing::PagedKvFixture kv(c.kv_heads, c.head_dim, contexts, cache);
+        const testing::PagedKvFixture kv(c.kv_heads, c.head_dim, contexts, cache, c.block_size);
         const std::int32_t hd = c.head_dim, qw = c.q_heads * hd;
         auto q = testing::normal_floats(std::size_t(starts.back()) * qw, 1);
         for (float& x : q) x *= c.q_sd;
@@ -97,8 +101,8 @@ BOOST_AUTO_TEST_CASE(prefill_attention_matches_the_cpu_kernel) {
         ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
         const auto got = dout.read();
         const double worst = testing::attention_error(got, want), bound = testing::attention_tolerance(act);
-        BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " cache " << cache << " act "
-                                              << act << ": " << worst);
+        BOOST_TEST(worst <= bound, c.q_heads << "/" << c.kv_heads << " hd " << hd << " block " << c.block_size
+                                              << " cache " << cache << " act " << act << ": " << worst);
       }
 }
 
