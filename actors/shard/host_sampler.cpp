@@ -37,10 +37,6 @@ void HostSampler::process_row(const SequenceState::Sequence& s, std::span<float>
   if (p.has_penalties()) k::apply_penalties(row, s.generated(), p.presence_penalty, p.frequency_penalty);
 }
 
-bool HostSampler::plain_greedy(const SequenceState::Sequence& s) {
-  return s.sampling.temperature < kernels::cpu::kGreedyTemperature && !s.sampling.changes_logits(s.generated().size());
-}
-
 void HostSampler::sample_row(const SeqWork& w, const SequenceState::Sequence& s, std::span<const float> logits,
                              SampledToken* out, std::vector<float>& scratch) {
   if (s.sampling.changes_logits(s.generated().size())) {

@@ -38,9 +38,6 @@ class HostSampler {
   // penalties). sample_row calls it when s.sampling.changes_logits.
   static void process_row(const SequenceState::Sequence& s, std::span<float> row);
 
-  // Whether a row's draw is the plain argmax of its logits (temperature below the greedy
-  // threshold, nothing that changes the row): what a backend may compute where the logits are.
-  static bool plain_greedy(const SequenceState::Sequence& s);
 
  private:
   struct RowJob {

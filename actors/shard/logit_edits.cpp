@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <unordered_map>
-#include <unordered_set>
 
 namespace actorlm::shard {
 
@@ -18,13 +17,15 @@ bool logit_edits(const SequenceState::Sequence& s, std::size_t vocab,
     if (fresh) out.push_back({t, 0, 0.0f, 1.0f, 0.0f});
     return &out[it->second];
   };
-  std::unordered_set<std::int32_t> biased;
   for (const auto& b : p.logit_bias) {
-    if (!biased.insert(b.token).second) {
+    auto* e = edit(b.token);  // ids outside the vocabulary: ignored here as on the host
+    if (e == nullptr) continue;
+    if (e->flags & kernels::cuda_math::LogitEdit::biased) {
       out.resize(first);
       return false;
     }
-    if (auto* e = edit(b.token)) e->bias = b.bias, e->flags |= kernels::cuda_math::LogitEdit::biased;
+    e->bias = b.bias;
+    e->flags |= kernels::cuda_math::LogitEdit::biased;
   }
   if (p.masks_stop_ids(s.generated().size()))
     for (std::int32_t t : p.min_tokens_stop_ids)

@@ -14,7 +14,8 @@ namespace actorlm::shard {
 // Appends sequence s's edits of a row of `vocab` logits to `out`: one per token it changes, in
 // ascending token order, none for ids outside the vocabulary. Applied with apply_logit_edit they
 // give HostSampler::process_row's bits. Returns false and appends nothing where they cannot: a
-// token listed twice in logit_bias (the host adds the two biases one after the other).
+// token of the vocabulary listed twice in logit_bias (the host adds the two biases one after the
+// other).
 bool logit_edits(const SequenceState::Sequence& s, std::size_t vocab,
                  std::vector<kernels::cuda_math::LogitEdit>& out);
 

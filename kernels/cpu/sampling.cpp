@@ -295,7 +295,7 @@ double all_candidates(std::span<const float> logits, float max, float temperatur
 double weigh(std::vector<Candidate>& c, float max, float temperature) {
   double mass = 0;
   for (Candidate& x : c) {
-    x.weight = exp_nonpositive(splat((x.logit - max) / temperature))[0];
+    x.weight = tempered_weight(x.logit, max, temperature);
     mass += x.weight;
   }
   std::erase_if(c, [](const Candidate& x) { return x.weight == 0; });

@@ -127,11 +127,10 @@ struct DrawHistogram {
   double mass[kBins];
 };
 
-// The filters and the draw of one row; weights are tempered_weight(x, max, temperature) of the
-// cleaned logits. `u` in [0, 1). Candidates are the tokens of weight > 0.
+// The filters and the draw of one row (the Pass knows the row, its maximum and the temperature:
+// the weights are tempered_weight(x, max, temperature) of the cleaned logits). `u` in [0, 1).
+// Candidates are the tokens of weight > 0.
 struct DrawParams {
-  float max;
-  float temperature;
   std::int32_t top_k;  // <= 0: off
   float top_p;         // 1: off
   float min_p;         // 0: off

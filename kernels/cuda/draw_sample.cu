@@ -133,7 +133,7 @@ __global__ void draw_kernel(DrawSampleParams p) {
   std::int32_t token = -1;
   if (stats.argmax >= 0) {  // the same in every thread
     BlockPass pass{row, p.vocab, stats.max, job.temperature, &found, &count_sum, &mass_sum};
-    token = m::draw_row(m::DrawParams{stats.max, job.temperature, job.top_k, job.top_p, job.min_p, job.u}, pass, hist);
+    token = m::draw_row(m::DrawParams{job.top_k, job.top_p, job.min_p, job.u}, pass, hist);
   }
   if (threadIdx.x == 0) {
     p.token[j] = token;

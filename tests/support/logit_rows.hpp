@@ -1,6 +1,7 @@
 #pragma once
 // Rows of logits for the sampler tests: normal values, and in one row of five each of the cases
 // the samplers must agree on: ties at the top, NaN and -inf sprinkled, a +inf, a row mostly -inf.
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <random>
@@ -31,6 +32,13 @@ inline std::vector<float> random_logit_row(std::mt19937_64& rng, std::size_t voc
       break;
   }
   return row;
+}
+
+// A GPU sampler's log-probability against the cpu sampler's: within 1e-5 + 1e-6 |want|, and
+// infinities equal.
+inline bool logprob_close(double got, double want) {
+  if (std::isinf(got) || std::isinf(want)) return got == want;
+  return std::abs(got - want) <= 1e-5 + 1e-6 * std::abs(want);
 }
 
 }  // namespace actorlm::testing

@@ -37,11 +37,8 @@ void DeviceBuffer::reserve(std::size_t bytes, const std::string& what) {
   if (bytes <= bytes_) return;
   // Forget the old block before freeing it: a failed free (a sticky error) must not leave a
   // pointer that a later reserve hands out or the destructor frees again.
-  if (void* old = std::exchange(ptr_, nullptr)) {
-    bytes_ = 0;
-    ACTORLM_CUDA_CHECK(cudaFree(old));
-  }
   bytes_ = 0;
+  if (void* old = std::exchange(ptr_, nullptr)) ACTORLM_CUDA_CHECK(cudaFree(old));
   if (cudaMalloc(&ptr_, bytes) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky-free allocation error
     std::size_t free = 0, total = 0;
@@ -59,11 +56,8 @@ PinnedBuffer::~PinnedBuffer() {
 
 void PinnedBuffer::reserve(std::size_t bytes, const std::string& what) {
   if (bytes <= bytes_) return;
-  if (void* old = std::exchange(ptr_, nullptr)) {  // as DeviceBuffer::reserve
-    bytes_ = 0;
-    ACTORLM_CUDA_CHECK(cudaFreeHost(old));
-  }
-  bytes_ = 0;
+  bytes_ = 0;  // as DeviceBuffer::reserve
+  if (void* old = std::exchange(ptr_, nullptr)) ACTORLM_CUDA_CHECK(cudaFreeHost(old));
   if (cudaMallocHost(&ptr_, bytes) != cudaSuccess) {
     cudaGetLastError();
     ptr_ = nullptr;

@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(filtered_draws_pick_the_cpu_samplers_tokens) {
       const auto want = cpu::sample(row, p, stream, position);
       HostPass pass{row, max, p.temperature, rng, {}};
       m::DrawHistogram h;
-      const m::DrawParams dp{max, p.temperature, p.top_k, p.top_p, p.min_p,
+      const m::DrawParams dp{p.top_k, p.top_p, p.min_p,
                              cpu::counter_uniform(p.seed, stream, position)};
       const std::int32_t got = m::draw_row(dp, pass, h);
       BOOST_TEST_CONTEXT("trial " << trial << ", vocab " << vocab << ", T " << p.temperature << ", top_k " << p.top_k
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(masses_that_fall_short_below_the_first_level_still_draw_a_k
     const std::int32_t top_k = rng() % 2 ? 0 : std::int32_t(1 + rng() % 40);
     ShavingPass pass{{row, max, temperature, rng, {}}};
     m::DrawHistogram h;
-    const std::int32_t got = m::draw_row({max, temperature, top_k, 0.8f, 0.01f, double(rng() % 1000) / 1000.0}, pass, h);
+    const std::int32_t got = m::draw_row({top_k, 0.8f, 0.01f, double(rng() % 1000) / 1000.0}, pass, h);
     BOOST_TEST_CONTEXT("trial " << trial << ", vocab " << vocab << ", top_k " << top_k) {
       BOOST_REQUIRE(got >= 0);
       BOOST_REQUIRE(std::size_t(got) < vocab);
@@ -200,5 +200,5 @@ BOOST_AUTO_TEST_CASE(a_row_without_candidates_draws_nothing) {
   const std::vector<float> row(100, -INFINITY);
   HostPass pass{row, -INFINITY, 1.0f, rng, {}};
   m::DrawHistogram h;
-  for (std::int32_t top_k : {0, 5}) BOOST_TEST(m::draw_row({-INFINITY, 1.0f, top_k, 0.9f, 0.1f, 0.5}, pass, h) == -1);
+  for (std::int32_t top_k : {0, 5}) BOOST_TEST(m::draw_row({top_k, 0.9f, 0.1f, 0.5}, pass, h) == -1);
 }

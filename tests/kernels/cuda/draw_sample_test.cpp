@@ -26,15 +26,6 @@ namespace gpu = actorlm::kernels::cuda;
 namespace m = actorlm::kernels::cuda_math;
 using actorlm::testing::DeviceArray;
 
-namespace {
-
-bool close(double a, double b) {
-  if (std::isinf(a) || std::isinf(b)) return a == b;
-  return std::abs(a - b) <= 1e-5 + 1e-6 * std::abs(b);
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(filtered_draws_on_the_gpu_pick_the_cpu_samplers_tokens) {
   std::mt19937_64 rng(8);
   const float temperatures[] = {0.05f, 0.5f, 1.0f, 1.7f};
@@ -93,7 +84,7 @@ BOOST_AUTO_TEST_CASE(filtered_draws_on_the_gpu_pick_the_cpu_samplers_tokens) {
         }
         const auto want = cpu::sample(row, wants[j].p, wants[j].stream, wants[j].position);
         BOOST_TEST(token[j] == want.token);
-        BOOST_TEST(close(logprob[j], want.logprob));
+        BOOST_TEST(actorlm::testing::logprob_close(logprob[j], want.logprob));
         ++draws_checked;
       }
     }

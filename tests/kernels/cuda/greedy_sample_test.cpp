@@ -30,11 +30,6 @@ struct Device {
   ~Device() { cudaFree(ptr); }
 };
 
-bool close(double a, double b) {
-  if (std::isinf(a) || std::isinf(b)) return a == b;
-  return std::abs(a - b) <= 1e-5 + 1e-6 * std::abs(b);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(greedy_rows_on_the_gpu_sample_what_the_cpu_sampler_does) {
@@ -79,12 +74,12 @@ BOOST_AUTO_TEST_CASE(greedy_rows_on_the_gpu_sample_what_the_cpu_sampler_does) {
           continue;
         }
         BOOST_TEST(token[static_cast<std::size_t>(r)] == want.token);
-        BOOST_TEST(close(logprob[static_cast<std::size_t>(r)], want.logprob));
+        BOOST_TEST(actorlm::testing::logprob_close(logprob[static_cast<std::size_t>(r)], want.logprob));
         std::size_t k = 0;
         for (; k < want.top.size(); ++k) {
           const auto& got = top[static_cast<std::size_t>(r * max_top) + k];
           BOOST_TEST(got.token == want.top[k].token);
-          BOOST_TEST(close(got.logprob, want.top[k].logprob));
+          BOOST_TEST(actorlm::testing::logprob_close(got.logprob, want.top[k].logprob));
         }
         for (; k < std::size_t(top_n[static_cast<std::size_t>(r)]); ++k)  // past the vocabulary
           BOOST_TEST(top[static_cast<std::size_t>(r * max_top) + k].token == -1);
