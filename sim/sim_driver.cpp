@@ -114,7 +114,13 @@ void submit(driver_ptr self) {
   scheduler::RequestSpec spec;
   spec.id = i + 1;
   spec.prompt = make_prompt(spec.id, w.input_tokens, st.vocab);
-  spec.max_tokens = w.output_tokens;  // no stop tokens, no eos: every request runs to its length
+  // No eos: a request runs to its length, or stops early there as bench client asks a server to.
+  spec.max_tokens = requested_max_tokens(w);
+  if (stops_early(w)) {
+    spec.stop_token_ids = {early_stop_token};
+    spec.min_tokens = w.output_tokens - 1;
+    spec.sampling.logit_bias = {{early_stop_token, early_stop_bias}};
+  }
   self->request(st.scheduler, caf::infinite, std::move(spec), caf::actor_cast<scheduler::token_sink>(self))
       .then([self](scheduler::SubmitStatus status) {
         if (status == scheduler::SubmitStatus::accepted) return;

@@ -121,6 +121,13 @@ void check_length(const LengthDistribution& length, const std::string& name,
       length);
 }
 
+// A workload's max_tokens on one request: its length cut to the cap, the cap its max_tokens.
+void apply_cap(std::uint32_t cap, WorkloadRequest& r) {
+  if (cap == 0) return;
+  r.output_tokens = std::min(r.output_tokens, cap);
+  r.max_tokens = cap;
+}
+
 }  // namespace
 
 LogNormalLength lognormal_from_mean_sd(double mean, double sd, std::uint32_t min,
@@ -179,6 +186,7 @@ std::vector<WorkloadRequest> generate(const WorkloadSpec& spec, std::uint64_t se
       const std::int64_t since = r.arrival_ns - origin;  // ns
       r.arrival_ns = trace->speedup == 1
           ? since : std::llround(static_cast<double>(since) / trace->speedup);
+      apply_cap(spec.max_tokens, r);
     }
     return out;
   }
@@ -190,6 +198,7 @@ std::vector<WorkloadRequest> generate(const WorkloadSpec& spec, std::uint64_t se
   for (std::uint32_t i = 0; i < spec.requests; ++i) {
     out[i].input_tokens = draw(spec.input, input_rng);
     out[i].output_tokens = draw(spec.output, output_rng);
+    apply_cap(spec.max_tokens, out[i]);
     if (i > 0) {
       if (const auto* p = std::get_if<PoissonArrivals>(&spec.arrival)) {
         t += gap_rng.exponential() / p->rate;
@@ -241,12 +250,13 @@ std::string to_string(const ArrivalProcess& arrival) {
 }
 
 std::string to_string(const WorkloadSpec& spec) {
+  const std::string cap = spec.max_tokens == 0 ? "" : ", max_tokens " + std::to_string(spec.max_tokens);
   if (std::holds_alternative<TraceReplay>(spec.arrival)) {
     const std::string count = spec.requests == 0 ? "all" : "at most " + std::to_string(spec.requests);
-    return count + " requests; " + to_string(spec.arrival);
+    return count + " requests; " + to_string(spec.arrival) + cap;
   }
   return std::to_string(spec.requests) + " requests; input " + to_string(spec.input) +
-         "; output " + to_string(spec.output) + "; " + to_string(spec.arrival);
+         "; output " + to_string(spec.output) + cap + "; " + to_string(spec.arrival);
 }
 
 }  // namespace actorlm::sim

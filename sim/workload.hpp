@@ -22,9 +22,27 @@ namespace actorlm::sim {
 struct WorkloadRequest {
   std::int64_t arrival_ns = 0;      // ns since the run started
   std::uint32_t input_tokens = 1;   // tokens, >= 1
-  std::uint32_t output_tokens = 1;  // tokens, >= 1
+  std::uint32_t output_tokens = 1;  // tokens, >= 1: where the request ends
+  // What the request asks for (0: output_tokens). Above output_tokens, the request stops early
+  // at its length, as a real one stops at its end-of-sequence token, while an engine that
+  // reserves memory reserves this much (see early_stop_token).
+  std::uint32_t max_tokens = 0;
   bool operator==(const WorkloadRequest&) const = default;
 };
+
+// The max_tokens a request is sent with: its cap, never below its length.
+inline std::uint32_t requested_max_tokens(const WorkloadRequest& r) {
+  return r.max_tokens > r.output_tokens ? r.max_tokens : r.output_tokens;
+}
+inline bool stops_early(const WorkloadRequest& r) { return r.max_tokens > r.output_tokens; }
+
+// How a request that stops early is asked to, in the OpenAI API's fields that vLLM and actorlm
+// both honour, so that the simulator and `bench client` send the same request: max_tokens its
+// cap, stop_token_ids [early_stop_token], min_tokens output_tokens - 1 (the stop token masked
+// until then) and logit_bias {early_stop_token: early_stop_bias} (then drawn, all but surely:
+// e^100 against the rest of the vocabulary). The stop token is its last output token.
+inline constexpr std::int32_t early_stop_token = 0;
+inline constexpr float early_stop_bias = 100;
 
 // ---- lengths (tokens). Continuous draws are rounded to the nearest integer, then clamped. ----
 inline constexpr std::uint32_t default_max_length = 1u << 20;  // tokens: clamp when none is given
@@ -80,6 +98,9 @@ struct WorkloadSpec {
   LengthDistribution input = FixedLength{32};    // unused with a trace
   LengthDistribution output = FixedLength{128};  // unused with a trace
   ArrivalProcess arrival = PoissonArrivals{};
+  // Every request's max_tokens (0: none, each asks for its own length). Outputs drawn (or
+  // traced) longer are cut to it; shorter ones stop early (WorkloadRequest::max_tokens).
+  std::uint32_t max_tokens = 0;
 };
 
 // The clients of a closed-loop workload; nullopt for open-loop ones (arrival times given).

@@ -10,6 +10,8 @@
 //   process = "gamma"                     # poisson (rate) | gamma (rate, burstiness) |
 //   rate = 2.0                            #   closed_loop (clients, think_time_s = 0) |
 //   burstiness = 4.0                      #   trace (path, format = from extension, speedup = 1)
+//   max_tokens = 512 (optional, at the top level, traces too): every request asks for this many
+//   and stops early at its drawn (traced) length; longer lengths are cut to it
 #include "sim/trace.hpp"
 #include "sim/workload.hpp"
 
@@ -235,6 +237,7 @@ WorkloadParse parse_workload(const toml::table& table, std::string_view key) {
     if (auto input = parse_length(w, "input", errors)) result.spec.input = *input;
     if (auto output = parse_length(w, "output", errors)) result.spec.output = *output;
   }
+  result.spec.max_tokens = count(w, "max_tokens", 1).value_or(0);
   w.report_unknown_keys("in a workload");
   if (arrival) result.spec.arrival = std::move(*arrival);
   result.errors = errors.take_sorted();

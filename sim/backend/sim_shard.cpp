@@ -59,12 +59,17 @@ kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard:
 
 namespace {
 
-// The tokens a draw may not return now: the EOS (never sampled) and, before min_tokens, the stop
-// ids. Sorted, within the vocabulary.
+bool raised(const SimSequences::Seq& s, kv::TokenId t) {
+  return std::any_of(s.logit_bias.begin(), s.logit_bias.end(),
+                     [t](const shard::LogitBias& b) { return b.token == t && b.bias > 0; });
+}
+
+// The tokens a draw may not return now: the EOS (never sampled, unless a positive logit bias
+// asks for it) and, before min_tokens, the stop ids. Sorted, within the vocabulary.
 std::vector<kv::TokenId> banned_tokens(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t generated) {
   std::vector<kv::TokenId> out;
   if (generated < s.min_tokens) out = s.min_tokens_stop_ids;
-  if (m.eos_token_id >= 0) out.push_back(m.eos_token_id);
+  if (m.eos_token_id >= 0 && !raised(s, m.eos_token_id)) out.push_back(m.eos_token_id);
   std::erase_if(out, [&](kv::TokenId t) { return t < 0 || static_cast<std::uint32_t>(t) >= m.vocab_size; });
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

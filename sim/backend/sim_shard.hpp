@@ -21,7 +21,7 @@ namespace actorlm::sim {
 struct SimShardModel {
   CostModel cost;
   std::uint32_t vocab_size = 0;
-  std::int32_t eos_token_id = -1;  // never sampled (< 0: none)
+  std::int32_t eos_token_id = -1;  // never sampled unless a request biases it up (< 0: none)
   std::uint64_t seed = 0;          // sim.seed, mixed into every draw
   // sim.fault at step fault_step on rank fault_rank (config.hpp): "error" answers that step with
   // an error, "hang" never answers it (later steps are answered), "exit" stops the shard actor.
@@ -75,7 +75,8 @@ kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard:
                       std::int32_t avoid);
 
 // One draw of a sequence that has `generated` tokens, honouring the sampling parameters that
-// have a meaning without a model. The sim's draws are uniform, as if every logit were 0:
+// have a meaning without a model. The sim's draws are uniform, as if every logit were 0, over
+// every token but the EOS, which only a positive logit bias makes drawable:
 //   * logit_bias: a token of bias b weighs e^b against 1 for the others (so -100 bans it, +100
 //     all but forces it); the draw is then the inverse CDF, over (biased tokens by id, then the
 //     rest by id), of a uniform number from the same hash as sim_token;

@@ -256,3 +256,34 @@ BOOST_AUTO_TEST_CASE(eight_a10gs_in_one_instance_outrun_the_same_eight_split_ove
   BOOST_TEST(stages.output_tokens_per_s > two.output_tokens_per_s);
   BOOST_TEST(one.output_tokens_per_s > stages.output_tokens_per_s);
 }
+
+BOOST_AUTO_TEST_CASE(capped_requests_stop_at_their_lengths_and_only_a_reserving_regime_pays_for_the_cap) {
+  sim::WorkloadSpec w;
+  w.requests = 160;
+  w.input = sim::FixedLength{32};
+  w.output = sim::UniformLength{8, 128};
+  w.arrival = sim::ClosedLoopArrivals{32, 0};
+  sim::WorkloadSpec capped = w;
+  capped.max_tokens = 512;
+  const auto lengths = sim::generate(capped, 5);
+  const auto run = [&](config::Batching b, const sim::WorkloadSpec& spec) {
+    auto cfg = falcon(b);
+    cfg.cache.num_gpu_blocks_override = 400;  // 6,400 tokens: 32 x (32 + 128) fit, 32 x (32 + 512) do not
+    return sim::simulate(cfg, spec, 5);
+  };
+  for (const auto b : {config::Batching::continuous, config::Batching::paged}) {
+    const auto plain = run(b, w), early = run(b, capped);
+    BOOST_TEST_REQUIRE(early.summary.completed == 160u);
+    for (std::size_t i = 0; i < early.requests.size(); ++i)  // in submission order: the workload's
+      BOOST_TEST(early.requests[i].output_tokens == lengths[i].output_tokens, "request " << i);
+    const std::vector<sim::RegimeResult> rp{{"x", plain.summary}}, re{{"x", early.summary}};
+    if (b == config::Batching::paged) {  // allocates as it goes: the cap changes nothing
+      BOOST_TEST(sim::report_json(rp) == sim::report_json(re));
+      BOOST_TEST(sim::requests_csv("x", plain.requests, {}) == sim::requests_csv("x", early.requests, {}));
+    } else {  // reserves prompt + max_tokens: fewer requests at a time
+      std::cerr << "continuous, 32 clients: " << plain.summary.output_tokens_per_s << " tok/s as asked, "
+                << early.summary.output_tokens_per_s << " tok/s with max_tokens 512\n";
+      BOOST_TEST(early.summary.output_tokens_per_s < 0.6 * plain.summary.output_tokens_per_s);
+    }
+  }
+}

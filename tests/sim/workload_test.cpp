@@ -207,3 +207,38 @@ BOOST_AUTO_TEST_CASE(describes_a_workload_in_one_line) {
              "closed loop, 4 clients, think time 0 s");
   BOOST_TEST(to_string(LengthDistribution{UniformLength{1, 9}}) == "uniform [1, 9]");
 }
+
+BOOST_AUTO_TEST_CASE(a_max_tokens_cap_cuts_longer_lengths_and_marks_shorter_ones_to_stop_early) {
+  WorkloadSpec spec = with_arrival(PoissonArrivals{1.0}, 400);
+  spec.output = UniformLength{1, 200};
+  const auto plain = generate(spec, 7);
+  spec.max_tokens = 100;
+  const auto capped = generate(spec, 7);
+  BOOST_TEST_REQUIRE(capped.size() == plain.size());
+  std::size_t early = 0, cut = 0;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    BOOST_TEST(plain[i].max_tokens == 0u);
+    BOOST_TEST(requested_max_tokens(plain[i]) == plain[i].output_tokens);
+    BOOST_TEST(!stops_early(plain[i]));
+    // The same draws (lengths and arrivals), the lengths cut to the cap, every request asking for it.
+    BOOST_TEST(capped[i].arrival_ns == plain[i].arrival_ns);
+    BOOST_TEST(capped[i].input_tokens == plain[i].input_tokens);
+    BOOST_TEST(capped[i].output_tokens == std::min(plain[i].output_tokens, 100u));
+    BOOST_TEST(requested_max_tokens(capped[i]) == 100u);
+    BOOST_TEST(stops_early(capped[i]) == (plain[i].output_tokens < 100u));
+    early += stops_early(capped[i]);
+    cut += plain[i].output_tokens > 100u;
+  }
+  BOOST_TEST(early > 150u);  // about half of each
+  BOOST_TEST(cut > 150u);
+  BOOST_TEST(to_string(spec) == "400 requests; input fixed 32; output uniform [1, 200], max_tokens 100; Poisson 1 req/s");
+
+  TraceReplay trace;  // a trace's lengths are capped alike
+  trace.rows = {{0, 10, 50}, {1'000'000'000, 20, 300}};
+  WorkloadSpec traced;
+  traced.requests = 0;
+  traced.arrival = trace;
+  traced.max_tokens = 256;
+  const std::vector<WorkloadRequest> expected = {{0, 10, 50, 256}, {1'000'000'000, 20, 256, 256}};
+  BOOST_TEST((generate(traced, 1) == expected));
+}

@@ -169,3 +169,31 @@ arrival = { process = "trace", path = "azure_negative_length.csv" }
   BOOST_TEST(errors_of(parsed) == dir + "/azure_negative_length.csv:3:8: GeneratedTokens: "
                                         "expected a token count >= 0, found -4\n");
 }
+
+BOOST_AUTO_TEST_CASE(max_tokens_is_read_for_drawn_and_traced_lengths_and_must_be_positive) {
+  BOOST_TEST(parse_ok(R"([workload]
+requests = 5
+input = 8
+output = 16
+max_tokens = 512
+arrival = { process = "poisson", rate = 1 }
+)").max_tokens == 512u);
+  BOOST_TEST(parse_ok(R"([workload]
+requests = 5
+input = 8
+output = 16
+arrival = { process = "poisson", rate = 1 }
+)").max_tokens == 0u);
+  const std::string file = std::string(ACTORLM_SIM_FIXTURES) + "/scenario.toml";
+  BOOST_TEST(parse_ok(R"([workload]
+max_tokens = 64
+arrival = { process = "trace", path = "mooncake_small.jsonl" }
+)", file).max_tokens == 64u);
+  BOOST_TEST(errors_of(parse(R"([workload]
+requests = 5
+input = 8
+output = 16
+max_tokens = 0
+arrival = { process = "poisson", rate = 1 }
+)")) == "scenario.toml:5:14: workload.max_tokens: expected an integer in [1, 4294967295], found 0\n");
+}

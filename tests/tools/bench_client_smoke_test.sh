@@ -8,6 +8,8 @@
 # under one modelled step (~34 ms), so that a client measuring from the wrong event fails it but
 # a slow build or a loaded machine (ASan in CI: TTFT +4.9 ms) does not. Measured on a normal
 # build: ITL within 0.01 ms, TTFT +0.5 to +1.1 ms (the front end's parse and tokenization).
+# A third workload asks for max_tokens 64 with lengths of 4 to 20: every request stops early at
+# its length (the server counts 12 stops, no length finishes, none longer or shorter than asked).
 set -euo pipefail
 actorlm="$1"
 src="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -37,6 +39,14 @@ requests = 12
 input = 48
 output = 12
 arrival = { process = "poisson", rate = 8.0 }
+
+[[workloads]]
+name = "capped"
+requests = 12
+input = 32
+output = { distribution = "uniform", min = 4, max = 20 }
+max_tokens = 64
+arrival = { process = "closed_loop", clients = 4 }
 TOML
 "$actorlm" serve --config "$work/server.toml" > "$work/serve.log" 2>&1 &
 server_pid=$!
@@ -44,7 +54,7 @@ url="http://127.0.0.1:$port"
 for _ in $(seq 100); do curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
 curl -sf "$url/health" >/dev/null || fail "the server did not come up"
 
-for wl in closed poisson; do
+for wl in closed poisson capped; do
   before=$(curl -sf "$url/metrics")
   timeout 120 "$actorlm" bench client "$url" "$work/scenario.toml" --workload "$wl" --json --out "$work/out-$wl" \
     > "$work/$wl.out" 2> "$work/$wl.err" || fail "bench client ($wl) exited $?: $(cat "$work/$wl.err")"
@@ -63,7 +73,7 @@ j = json.loads(line)
 run = j["runs"][0]
 s, c = run["summary"], run["client"]
 def metric(text, name):
-    return float(re.search(r"^actorlm_%s (\S+)$" % name, text, re.M).group(1))
+    return float(re.search(r"^actorlm_%s (\S+)$" % re.escape(name), text, re.M).group(1))
 def delta(name):
     return metric(after, name) - metric(before, name)
 ok = True
@@ -71,10 +81,16 @@ def check(cond, what):
     global ok
     if not cond:
         print("FAIL:", wl, what, file=sys.stderr); ok = False
-asked = {"closed": 16, "poisson": 12}[wl]
 check(j["bench"] == "client" and run["workload"] == wl, "header")
 check(s["requests"] == 12 and s["completed"] == 12 and c["errors"] == {}, "not all completed: %s" % c)
-check(s["output_tokens"] == 12 * asked and c["short_outputs"] == 0, "output lengths: %s" % s["output_tokens"])
+check(c["short_outputs"] == 0 and c["long_outputs"] == 0, "output lengths: %s" % c)
+if wl == "capped":
+    check(delta('request_success_total{finished_reason="stop"}') == 12, "not 12 early stops")
+    check(delta('request_success_total{finished_reason="length"}') == 0, "a request ran to max_tokens")
+    check(12 * 4 <= s["output_tokens"] <= 12 * 20, "output tokens: %s" % s["output_tokens"])
+else:
+    asked = {"closed": 16, "poisson": 12}[wl]
+    check(s["output_tokens"] == 12 * asked, "output lengths: %s" % s["output_tokens"])
 for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
     check(s[k]["count"] > 0 and s[k]["p50"] > 0, k)
 check(c["cpu_s"] > 0 and c["peak_streams"] >= 1, "client figures")

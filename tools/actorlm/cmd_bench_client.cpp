@@ -24,7 +24,7 @@ namespace {
 struct ClientCliOptions {
   std::string url, scenario, model, api_key, tokenizer, out, label = "measured", workload;
   std::optional<std::uint64_t> seed;
-  std::uint32_t requests = 100, input = 128, output = 128;
+  std::uint32_t requests = 100, input = 128, output = 128, max_tokens = 0;
   std::optional<std::uint32_t> concurrency;
   std::optional<double> rate;
   bool no_ignore_eos = false, json = false, progress = false;
@@ -41,6 +41,7 @@ std::optional<sim::Scenario> scenario_of(const ClientCliOptions& o) {
     w.spec.requests = o.requests;
     w.spec.input = sim::FixedLength{o.input};
     w.spec.output = sim::FixedLength{o.output};
+    w.spec.max_tokens = o.max_tokens;
     if (o.rate) w.spec.arrival = sim::PoissonArrivals{*o.rate};
     else w.spec.arrival = sim::ClosedLoopArrivals{o.concurrency.value_or(8), 0};
     s.workloads.push_back(std::move(w));
@@ -87,6 +88,7 @@ std::string client_line(const bench::ClientRun& r) {
   bool first = true;
   for (const auto& [kind, n] : r.errors) s += (first ? "" : ", ") + kind + " " + std::to_string(n), first = false;
   if (r.short_outputs) s += "; " + std::to_string(r.short_outputs) + " outputs shorter than asked";
+  if (r.long_outputs) s += "; " + std::to_string(r.long_outputs) + " outputs longer than asked (not stopped early)";
   if (r.retried) s += "; " + std::to_string(r.retried) + " sent again without a refused field";
   return s + "\n";
 }
@@ -94,7 +96,7 @@ std::string client_line(const bench::ClientRun& r) {
 nlohmann::json client_json(const bench::ClientRun& r) {
   return {{"cpu_s", r.cpu_s},          {"wall_s", r.wall_s},           {"peak_streams", r.peak_streams},
           {"lag_us_p50", r.lag_us_p50}, {"lag_us_p99", r.lag_us_p99}, {"errors", r.errors},
-          {"short_outputs", r.short_outputs}, {"retried", r.retried}};
+          {"short_outputs", r.short_outputs}, {"long_outputs", r.long_outputs}, {"retried", r.retried}};
 }
 
 int run_bench_client(const ClientCliOptions& o) {
@@ -173,7 +175,8 @@ void add_bench_client_command(CLI::App& bench, int& exit_code) {
       "client",
       "Load generator for any OpenAI-compatible server (actorlm, vLLM, llama.cpp, TGI): a scenario's "
       "[[workloads]] (or --requests/--input/--output with --concurrency or --rate) as streamed "
-      "/v1/completions with ignore_eos and max_tokens = min_tokens = the output length; per request "
+      "/v1/completions with ignore_eos and max_tokens = min_tokens = the output length (a workload's "
+      "max_tokens: that, with the request stopping early at its length on a stop token); per request "
       "TTFT, TPOT, ITL, E2E from the kernel's receive times; the report of `actorlm simulate`. "
       "Prompts of exact token length with --tokenizer (random one-token words, re-encoded and "
       "adjusted until the count is exact, a BOS counted when the tokenizer adds one)");
@@ -189,6 +192,10 @@ void add_bench_client_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--input", o->input, "Without a scenario: prompt tokens")->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--output", o->output, "Without a scenario: output tokens")->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "Without a scenario: each request's max_tokens, above --output: it stops early at --output "
+                  "(min_tokens, stop_token_ids and a logit_bias), as at an EOS (a workload's key: max_tokens)")
       ->check(CLI::Range(1u, 1u << 20));
   auto* conc = cmd->add_option("--concurrency", o->concurrency, "Without a scenario: closed loop (default 8)")
                    ->check(CLI::Range(1u, 1'000'000u));

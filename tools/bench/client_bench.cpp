@@ -23,8 +23,11 @@ std::int64_t now_ns() {
       .count();
 }
 
-// The fields a server may refuse; each is dropped once a 400 names it.
-constexpr std::array<const char*, 3> kOptionalFields = {"ignore_eos", "min_tokens", "stream_options"};
+// The fields a server may refuse; each is dropped once a 400 names it. Without min_tokens,
+// stop_token_ids or logit_bias a request cannot stop early (sim::early_stop_token): it then asks
+// for its own length.
+constexpr std::array<const char*, 5> kOptionalFields = {"ignore_eos", "min_tokens", "stream_options",
+                                                        "stop_token_ids", "logit_bias"};
 
 struct Sent {
   std::size_t index = 0;   // into the workload
@@ -170,11 +173,21 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
   std::size_t started = 0, done = 0;  // closed loop: the first `clients` go at t0, no think time
 
   auto body_of = [&](std::size_t i) {
-    json b = {{"prompt", prompt_text[i]}, {"max_tokens", requests[i].output_tokens}, {"stream", true},
+    const sim::WorkloadRequest& w = requests[i];
+    const bool early = sim::stops_early(w) && send_field[1] && send_field[3] && send_field[4];
+    json b = {{"prompt", prompt_text[i]},
+              {"max_tokens", early ? sim::requested_max_tokens(w) : w.output_tokens},
+              {"stream", true},
               {"temperature", 0}};
     if (!o.model.empty()) b["model"] = o.model;
     if (send_field[0]) b["ignore_eos"] = true;
-    if (send_field[1]) b["min_tokens"] = requests[i].output_tokens;
+    if (early) {
+      b["min_tokens"] = w.output_tokens - 1;
+      b["stop_token_ids"] = {sim::early_stop_token};
+      b["logit_bias"] = {{std::to_string(sim::early_stop_token), sim::early_stop_bias}};
+    } else if (send_field[1]) {
+      b["min_tokens"] = w.output_tokens;
+    }
     if (send_field[2]) b["stream_options"] = {{"include_usage", true}};
     return b.dump();
   };
@@ -204,7 +217,9 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
           send_field[f] = false;
           if (o.warn)
             o.warn(std::string("the server refused ") + kOptionalFields[f] + " (HTTP 400); sending without it" +
-                   (f < 2 ? ": outputs may end before the asked length (counted as short)" : ""));
+                   (f < 2 ? ": outputs may end before the asked length (counted as short)"
+                    : f > 2 ? ": requests that were to stop early ask for their own length instead of max_tokens"
+                            : ""));
           ++out.retried;
           queue.push_front({i, closed_loop ? 0 : now_ns()});
           return;
@@ -248,6 +263,7 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
     t.finished_ns = a.done_ns - t0;
     t.completed = true;
     if (t.output_tokens < requests[i].output_tokens) ++out.short_outputs;
+    if (t.output_tokens > requests[i].output_tokens) ++out.long_outputs;
   }
   out.wall_s = double(last - t0) / 1e9;
   out.peak_streams = peak_overlap(results);

@@ -5,9 +5,12 @@
 //
 // Each request is a streamed POST /v1/completions: a prompt of the asked input length
 // (prompt_builder.hpp), max_tokens = min_tokens = the asked output length, ignore_eos, and
-// stream_options.include_usage. A 400 whose body names one of the optional fields (ignore_eos,
-// min_tokens, stream_options) drops that field for the rest of the run, with a warning, and the
-// request is sent again. Arrivals: closed-loop workloads keep `clients` requests going (the
+// stream_options.include_usage; a request that stops early (a workload's max_tokens above its
+// length) is sent max_tokens = its cap and sim::early_stop_token's fields instead, as the
+// simulator sends it. A 400 whose body names one of the optional fields (ignore_eos, min_tokens,
+// stream_options, stop_token_ids, logit_bias) drops that field for the rest of the run, with a
+// warning, and the request is sent again (without min_tokens, stop_token_ids or logit_bias,
+// requests ask for their own length). Arrivals: closed-loop workloads keep `clients` requests going (the
 // think time as a release delay); open-loop ones (Poisson, gamma, trace) release each request
 // at its arrival time, measured from then (a late client does not hide a slow server).
 //
@@ -58,6 +61,7 @@ struct ClientRun {
   std::vector<sim::RequestTiming> requests;   // in workload order, id = index + 1
   std::map<std::string, std::uint64_t> errors;  // kind ("HTTP 503", "timeout", ...) -> requests
   std::uint64_t short_outputs = 0;  // completed with fewer output tokens than asked
+  std::uint64_t long_outputs = 0;   // completed with more (a request that was to stop early did not)
   std::uint64_t retried = 0;        // sent again without a field the server refused
   double wall_s = 0;                // s: first release to the last answer
   double cpu_s = 0;                 // s: this process's CPU time (getrusage) over the run

@@ -1,6 +1,6 @@
 // The sim shard's draws under the sampling parameters it models: unchanged without them,
 // logit_bias as weights e^bias against uniform logits (-100 bans, +100 forces, ln 2 doubles),
-// and min_tokens' stop ids never drawn before then.
+// min_tokens' stop ids never drawn before then, and the EOS drawn only when biased up.
 #define BOOST_TEST_MODULE sim_draw
 #include <boost/test/unit_test.hpp>
 
@@ -107,4 +107,19 @@ BOOST_AUTO_TEST_CASE(a_step_masks_by_the_tokens_its_sequence_has_generated) {
   w.end = 7;  // three generated
   next.seqs = {w};
   BOOST_TEST(sim::simulate_step(m, seqs, next).tokens.at(0).token == 6);
+}
+
+BOOST_AUTO_TEST_CASE(the_eos_is_never_drawn_unless_a_positive_bias_asks_for_it) {
+  const auto m = shard_model();
+  auto s = seq();
+  s.logit_bias = {{kEos, -5.0f}};
+  BOOST_TEST(counts(m, s, 0)[kEos] == 0);
+  s.logit_bias = {{kEos, std::log(2.0f)}};  // weight 2 against 1 for each of the 9 others
+  const int eos = counts(m, s, 0)[kEos];
+  BOOST_TEST((eos > 1800 && eos < 2600));  // 2,000 expected
+  s.logit_bias = {{kEos, 100.0f}};  // how a capped workload stops when the EOS is its stop token
+  s.min_tokens = 3;
+  s.min_tokens_stop_ids = {kEos};
+  BOOST_TEST(counts(m, s, 2)[kEos] == 0);
+  BOOST_TEST(counts(m, s, 3)[kEos] == 11000);
 }
