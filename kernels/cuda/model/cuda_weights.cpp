@@ -9,11 +9,22 @@ namespace actorlm::kernels::cuda {
 
 namespace {
 
-// Dequantizes on the host, copies f32 to the device and converts there: one staging buffer of
-// each kind, as large as the largest matrix.
+// Dequantizes on the host, copies f32 to the device and converts there, in chunks of rows
+// (about 32 MiB of f32 each) through two pinned host buffers taking turns: dequantizing one chunk
+// overlaps the copy of the one before, and neither the host nor the device holds an f32 copy of
+// a whole matrix (a Llama-3-8B embedding's would be 2.1 GB, pinned, beside the weights).
 class Uploader {
  public:
-  Uploader(ActDtype dtype, cudaStream_t stream) : dtype_(dtype), stream_(stream) {}
+  static constexpr std::size_t chunk_floats = std::size_t{8} << 20;
+
+  Uploader(ActDtype dtype, cudaStream_t stream) : dtype_(dtype), stream_(stream) {
+    for (auto& e : copied_) ACTORLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  ~Uploader() {
+    for (auto& e : copied_) cudaEventDestroy(e);  // nothing to report on the way out
+  }
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
 
   DeviceMatrix matrix(const cpu::WeightMatrix& m, const std::string& what) {
     DeviceMatrix out;
@@ -21,19 +32,30 @@ class Uploader {
     out.rows = m.rows;
     out.cols = m.cols;
     const auto n = static_cast<std::size_t>(m.size());
-    ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the previous matrix has left host_
-    host_.reserve(n * sizeof(float), "weight staging");
-    auto* h = host_.as<float>();
-    for (std::int64_t r = 0; r < m.rows; ++r)
-      m.dequantize_row(r, std::span<float>(h + static_cast<std::size_t>(r * m.cols), static_cast<std::size_t>(m.cols)));
     out.data = DeviceBuffer(n * act_bytes(dtype_), what);
     bytes_ += out.data.bytes();
-    if (dtype_ == ActDtype::f32) {
-      ACTORLM_CUDA_CHECK(cudaMemcpyAsync(out.data.get(), h, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
-    } else {
-      staging_.reserve(n * sizeof(float), "weight staging");
-      ACTORLM_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), h, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
-      convert(staging_.get(), ActDtype::f32, out.data.get(), dtype_, static_cast<std::int64_t>(n), stream_);
+    const auto cols = static_cast<std::size_t>(m.cols);
+    const std::int64_t rows_per_chunk = static_cast<std::int64_t>(std::max<std::size_t>(1, chunk_floats / cols));
+    for (std::int64_t r0 = 0; r0 < m.rows; r0 += rows_per_chunk) {
+      const std::int64_t rows = std::min(rows_per_chunk, m.rows - r0);
+      const std::size_t count = static_cast<std::size_t>(rows) * cols;
+      const std::size_t b = turn_++ & 1;
+      if (used_[b]) ACTORLM_CUDA_CHECK(cudaEventSynchronize(copied_[b]));  // its last copy has left it
+      host_[b].reserve(count * sizeof(float), "weight staging");
+      auto* h = host_[b].as<float>();
+      for (std::int64_t r = 0; r < rows; ++r)
+        m.dequantize_row(r0 + r, std::span<float>(h + static_cast<std::size_t>(r) * cols, cols));
+      void* dst = static_cast<char*>(out.data.get()) + static_cast<std::size_t>(r0) * cols * act_bytes(dtype_);
+      if (dtype_ == ActDtype::f32) {
+        ACTORLM_CUDA_CHECK(cudaMemcpyAsync(dst, h, count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+      } else {  // the device buffer's reuse two chunks on is ordered by the stream
+        staging_[b].reserve(count * sizeof(float), "weight staging");
+        ACTORLM_CUDA_CHECK(
+            cudaMemcpyAsync(staging_[b].get(), h, count * sizeof(float), cudaMemcpyHostToDevice, stream_));
+        convert(staging_[b].get(), ActDtype::f32, dst, dtype_, static_cast<std::int64_t>(count), stream_);
+      }
+      ACTORLM_CUDA_CHECK(cudaEventRecord(copied_[b], stream_));
+      used_[b] = true;
     }
     return out;
   }
@@ -54,8 +76,11 @@ class Uploader {
  private:
   ActDtype dtype_;
   cudaStream_t stream_;
-  PinnedBuffer host_;
-  DeviceBuffer staging_;
+  PinnedBuffer host_[2];
+  DeviceBuffer staging_[2];
+  cudaEvent_t copied_[2] = {};
+  bool used_[2] = {false, false};
+  std::size_t turn_ = 0;
   std::size_t bytes_ = 0;
 };
 
