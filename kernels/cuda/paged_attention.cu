@@ -6,8 +6,12 @@
 #include "kernels/cuda/paged_attention.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -288,19 +292,53 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
   return std::size_t(seqs) * q_heads * chunks_of(max_context, chunk_positions) * (head_dim + 2);
 }
 
+namespace {
+
+// What decode_attention_chunk asks the runtime, remembered: it runs once per forward step, and
+// the answers depend only on the device and the kernel's variant and shared memory. Shards on
+// several threads share it.
+class OccupancyMemo {
+ public:
+  int sms(int device) {
+    std::lock_guard lock(mutex_);
+    if (auto it = sms_.find(device); it != sms_.end()) return it->second;
+    int n = 0;  // remembered only once the runtime has answered
+    ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return sms_[device] = n;
+  }
+  int blocks_per_sm(int device, Pass1Kernel kernel, std::size_t smem) {
+    std::lock_guard lock(mutex_);
+    const auto key = std::make_tuple(device, reinterpret_cast<std::uintptr_t>(kernel), smem);
+    if (auto it = per_sm_.find(key); it != per_sm_.end()) return it->second;
+    int n = 0;
+    ACTORLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, attention_threads, smem));
+    return per_sm_[key] = n;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<int, int> sms_;
+  std::map<std::tuple<int, std::uintptr_t, std::size_t>, int> per_sm_;
+};
+
+OccupancyMemo& occupancy() {
+  static OccupancyMemo memo;
+  return memo;
+}
+
+}  // namespace
+
 std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape) {
   check_heads_and_blocks(shape);
-  int device = 0, sms = 0;
+  int device = 0;
   ACTORLM_CUDA_CHECK(cudaGetDevice(&device));
-  ACTORLM_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = occupancy().sms(device);
   std::vector<ChunkFit> fits;
   for (const std::uint32_t c : decode_chunk_candidates(shape.max_context, shape.block_size, max_chunk_positions)) {
     DecodeAttentionParams p = shape;
     p.chunk_positions = c;
     const int heads = heads_per_block(p);
-    int per_sm = 0;
-    ACTORLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, pass1_kernel(p, heads), attention_threads,
-                                                                     pass1_smem(p, heads)));
+    const int per_sm = occupancy().blocks_per_sm(device, pass1_kernel(p, heads), pass1_smem(p, heads));
     fits.push_back({c, std::uint64_t(std::max(shape.seqs, 1)) * (shape.q_heads / heads) * chunks_of(shape.max_context, c),
                     std::uint64_t(std::max(per_sm, 1)) * sms});
   }

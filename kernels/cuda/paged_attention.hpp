@@ -41,7 +41,8 @@ std::size_t decode_attention_workspace_floats(std::int32_t seqs, std::int32_t q_
 // max_context; chunk_positions ignored) on the current device: the longest chunk of 512 to 2048
 // positions that still leaves two waves of thread blocks; for small batches, the longest that
 // gives three blocks per multiprocessor. A multiple of block_size, at least max(64, block_size).
-// Size the workspace with it. Queries the device (cudaOccupancyMaxActiveBlocksPerMultiprocessor).
+// Size the workspace with it. Queries the device (cudaOccupancyMaxActiveBlocksPerMultiprocessor)
+// once per kernel variant and shared-memory size, then remembers the answers.
 std::uint32_t decode_attention_chunk(const DecodeAttentionParams& shape);
 
 // Throws std::invalid_argument naming what it cannot run: head_dim other than 64 / 128, query
