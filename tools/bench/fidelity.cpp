@@ -246,6 +246,7 @@ std::vector<FidelityCase> fidelity_cases(const FidelityOptions& o) {
     c.spec.requests = 4;
     c.spec.input = sim::FixedLength{16};
     c.spec.output = sim::FixedLength{8};
+    c.spec.max_tokens = 32;  // the path of a request stopping early, on the real model
     c.spec.arrival = sim::ClosedLoopArrivals{2, 0};
     return {c};
   }
@@ -367,6 +368,9 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
       throw std::runtime_error(fmt::format("fidelity: {}: {} of {} requests completed;{}{}", label, m.completed,
                                            requests.size(), kinds, server.tail()));
     }
+    if (run.short_outputs + run.long_outputs > 0)  // the simulation's requests would not be these
+      throw std::runtime_error(fmt::format("fidelity: {}: {} outputs shorter and {} longer than asked{}", label,
+                                           run.short_outputs, run.long_outputs, server.tail()));
     say(fmt::format("  measured {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s; {}the client's CPU {:.1f} us per token",
                     m.throughput, m.ttft_p90, m.e2e_p90,
                     m.steps > 0 ? fmt::format("{:.0f} steps of {:.2f} ms (the engine's own {:.0f} us), {:.3f} s with "
