@@ -60,6 +60,9 @@ struct EngineConfig {
   std::int64_t seed = 0;                    // [0, 2^63)
   double step_timeout_s = 60.0;             // (0, 86400]: a step (or a reservation) unanswered
                                             // this long is failed; see scheduler_actor.hpp
+  // cuda backend: the GPU of each rank this process hosts, in rank order (CUDA ordinals as
+  // CUDA_VISIBLE_DEVICES leaves them, distinct, [0, 1023]); empty: 0, 1, 2, ...
+  std::vector<std::int64_t> devices;
   bool operator==(const EngineConfig&) const = default;
 
   // The shard ranks the engine runs: stages in order, each its tensor-parallel ranks.

@@ -61,6 +61,7 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.choice("batching", c.batching, {Batching::dynamic, Batching::continuous, Batching::paged});
   r.integer("seed", c.seed, {0, int64_max});
   r.number("step_timeout_s", c.step_timeout_s, {0, 86400, /*lo_open=*/true});
+  r.integer_array("devices", c.devices, {0, 1023});
 }
 
 void read_cache(TableReader& r, CacheConfig& c) {
@@ -212,6 +213,33 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
                           "sim.nodes = " + n + " needs sim.instance: the network between nodes is the instance's");
 }
 
+// engine.devices: the cuda backend's, one GPU per rank, none twice. A process of a cluster hosts
+// only some ranks, so only a single process's list must have one per rank here (a worker's is
+// checked against the ranks it is given when it loads them).
+void check_devices(const Config& c, const Sections& s, ErrorList& errors) {
+  const auto& d = c.engine.devices;
+  if (!s.engine.valid("devices") || d.empty()) return;
+  if (s.engine.valid("backend") && c.engine.backend != Backend::cuda) {
+    add_cross_field_error(errors, {{s.engine, "devices"}, {s.engine, "backend"}},
+                          "engine.devices picks GPUs for the cuda backend; engine.backend is \"" +
+                              std::string(to_string(c.engine.backend)) + "\"");
+    return;
+  }
+  for (std::size_t i = 0; i < d.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (d[i] == d[j]) {
+        errors.add(s.engine.position("devices").value_or(Position{}), s.engine.path("devices"),
+                   "GPU " + std::to_string(d[i]) + " is listed twice (entries " + std::to_string(j) + " and " +
+                       std::to_string(i) + "): each rank needs a GPU of its own");
+        return;
+      }
+  if (degrees_valid(s) && s.cluster.valid("workers") && c.cluster.workers.empty() &&
+      std::int64_t(d.size()) != c.engine.world_size())
+    add_cross_field_error(errors, {{s.engine, "devices"}, {s.engine, "tensor_parallel_degree"}},
+                          "engine.devices lists " + std::to_string(d.size()) + " GPU(s); it needs one per rank (" +
+                              c.engine.world_size_keys() + " = " + std::to_string(c.engine.world_size()) + ")");
+}
+
 // Placement names a worker per rank and leaves none idle; TLS files come together; plaintext
 // leaves the machine only when asked for; a cluster serves in wall-clock time.
 void check_cluster(const Config& c, const Sections& s, ErrorList& errors) {
@@ -324,6 +352,7 @@ void check_cross_field_rules(const Config& c, const Sections& s, ErrorList& erro
   check_sim_fault(c, s, errors);
   check_sim_nodes(c, s, errors);
   check_cluster(c, s, errors);
+  check_devices(c, s, errors);
 }
 
 }  // namespace

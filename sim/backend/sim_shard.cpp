@@ -102,14 +102,23 @@ SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t k
   // alone is banned, which sim_token already avoids.
   if (s.logit_bias.empty() && (generated >= s.min_tokens || s.min_tokens_stop_ids.empty()))
     return {token_of(draw_hash(key, sample, position), m.vocab_size, m.eos_token_id), uniform_logprob};
-  const auto banned = banned_tokens(m, s, generated);
-  if (s.logit_bias.empty()) {
-    // sim_token's draw, moved past every banned id (the EOS alone: exactly sim_token).
+  // banned_tokens' set, asked token by token (nothing to allocate).
+  const bool stops_masked = generated < s.min_tokens;
+  const bool eos_banned = m.eos_token_id >= 0 && !raised(s, m.eos_token_id);
+  const auto is_banned = [&](kv::TokenId t) {
+    return (stops_masked && contains(s.min_tokens_stop_ids, t)) || (eos_banned && t == m.eos_token_id);
+  };
+  // Without a bias that counts now (none, or every biased token banned, as a capped workload's
+  // stop token is until its length): sim_token's draw, moved past every banned id.
+  if (std::all_of(s.logit_bias.begin(), s.logit_bias.end(), [&](const shard::LogitBias& b) {
+        return b.token < 0 || static_cast<std::uint32_t>(b.token) >= m.vocab_size || is_banned(b.token);
+      })) {
     auto t = static_cast<std::uint32_t>(token_of(draw_hash(key, sample, position), m.vocab_size, m.eos_token_id));
-    for (std::uint32_t tries = 0; contains(banned, static_cast<kv::TokenId>(t)) && tries < m.vocab_size; ++tries)
+    for (std::uint32_t tries = 0; is_banned(static_cast<kv::TokenId>(t)) && tries < m.vocab_size; ++tries)
       t = (t + 1) % m.vocab_size;
     return {static_cast<kv::TokenId>(t), uniform_logprob};
   }
+  const auto banned = banned_tokens(m, s, generated);
   // Weights: e^bias for a biased token, 1 for the others, 0 for the banned.
   std::vector<kv::TokenId> excluded = banned;  // from the unit-weight rest: banned or biased
   std::vector<std::pair<kv::TokenId, double>> biased;

@@ -186,7 +186,9 @@ void add_bench_client_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--model", o->model, "The request's model field (default: the first of GET /v1/models)");
   cmd->add_option("--api-key", o->api_key, "Sent as Authorization: Bearer KEY");
   cmd->add_option("--tokenizer", o->tokenizer, "The served model's tokenizer (.gguf or tokenizer.json)");
-  cmd->add_flag("--no-ignore-eos", o->no_ignore_eos, "Send neither ignore_eos nor min_tokens");
+  cmd->add_flag("--no-ignore-eos", o->no_ignore_eos,
+                "Send neither ignore_eos nor min_tokens (nor a capped request's early stop: it asks for its "
+                "max_tokens and ends where the model stops)");
   cmd->add_option("--requests", o->requests, "Without a scenario: requests")->capture_default_str()
       ->check(CLI::Range(1u, 10'000'000u));
   cmd->add_option("--input", o->input, "Without a scenario: prompt tokens")->capture_default_str()

@@ -182,8 +182,10 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");
   cmd->add_option("--max-num-seqs", o->max_num_seqs, "The full batch; the low load is a quarter of it")
       ->capture_default_str()->check(CLI::Range(4u, 256u));
-  cmd->add_option("--kv-blocks", o->kv_blocks, "KV blocks of both runs (cache.num_gpu_blocks_override)")
-      ->capture_default_str()->check(CLI::Range(64u, 1u << 20));
+  cmd->add_option("--kv-blocks", o->kv_blocks,
+                  "KV blocks of both runs (cache.num_gpu_blocks_override); at least 140: the mix's longest "
+                  "prompt (1,024 tokens) asking for max_tokens 1,024, beside the 1 % watermark")
+      ->capture_default_str()->check(CLI::Range(140u, 1u << 20));
   cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
   cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median")
       ->capture_default_str()->check(CLI::Range(1u, 20u));

@@ -175,8 +175,10 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
   auto body_of = [&](std::size_t i) {
     const sim::WorkloadRequest& w = requests[i];
     const bool early = sim::stops_early(w) && send_field[1] && send_field[3] && send_field[4];
+    // --no-ignore-eos: a capped request asks for its cap and ends where the model stops.
+    const bool cap = early || (sim::stops_early(w) && !o.ignore_eos);
     json b = {{"prompt", prompt_text[i]},
-              {"max_tokens", early ? sim::requested_max_tokens(w) : w.output_tokens},
+              {"max_tokens", cap ? sim::requested_max_tokens(w) : w.output_tokens},
               {"stream", true},
               {"temperature", 0}};
     if (!o.model.empty()) b["model"] = o.model;

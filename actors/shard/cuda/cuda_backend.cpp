@@ -64,12 +64,10 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
   // The plan: for the GPUs of this process, or (a cluster's head, which hosts none) for the
   // first GPU here when there is one; a head without GPUs trusts num_gpu_blocks_override.
   const int devices = hosting.ranks.empty() ? 0 : device_count();
-  if (std::size_t(devices) < hosting.ranks.size())
-    throw std::runtime_error(fmt::format("cuda backend: {} rank(s) to host here but {} GPU(s) visible "
-                                         "(CUDA_VISIBLE_DEVICES picks them)", hosting.ranks.size(), devices));
+  const std::vector<int> device_of = gpus_of_ranks(cfg.engine.devices, hosting.ranks.size(), devices);
   if (!hosting.ranks.empty()) {
     out.plan = plan_cuda_memory(out.arch, cfg.model.name, double(cu::act_bytes(dtype)), double(cu::act_bytes(kv_dtype)),
-                                device_info(0), cfg);
+                                device_info(device_of[0]), cfg);
     out.capacity.device_blocks = out.plan.gpu.num_blocks;
     out.capacity.host_blocks = out.plan.host_blocks;
   } else {
@@ -81,8 +79,6 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
   out.capacity.vocab_size = out.arch.vocab;
   if (hosting.ranks.empty()) return out;
 
-  std::vector<int> device_of(hosting.ranks.size());
-  for (std::size_t i = 0; i < device_of.size(); ++i) device_of[i] = static_cast<int>(i);
   std::vector<std::shared_ptr<cu::NcclComm>> comms(hosting.ranks.size());
   if (world > 1) {
     auto joined = cu::join_nccl(world, hosting.ranks, device_of, hosting.store, std::chrono::seconds(60));

@@ -1,8 +1,8 @@
 #pragma once
 // Sets up the cuda backend for an engine (engine.backend = "cuda"): one shard per GPU. Loads
 // this process's ranks' share of the checkpoint with the cpu loader (the same sharding and
-// checks), uploads it to each rank's GPU (rank i of this process on device i; CUDA_VISIBLE_DEVICES
-// picks which), plans memory with the simulator's formulas (cuda_memory_plan.hpp), allocates the
+// checks), uploads it to each rank's GPU (engine.devices[i] for rank i of this process, by default
+// device i; CUDA_VISIBLE_DEVICES picks which are visible), plans memory with the simulator's formulas (cuda_memory_plan.hpp), allocates the
 // KV cache, joins the NCCL group (its unique id through the rendezvous store when ranks live in
 // other processes) and hands the engine a factory for the shard actors.
 //
@@ -35,7 +35,8 @@ struct CudaShards {
 };
 
 // Throws std::runtime_error when there is no CUDA device (saying so and naming the other
-// backends) or too few for the ranks, model::ModelFileError for a bad checkpoint, and
+// backends), std::invalid_argument when too few are visible for the ranks or engine.devices does
+// not give each rank one, model::ModelFileError for a bad checkpoint, and
 // std::invalid_argument for a configuration the GPUs cannot serve (the memory plan's message).
 CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHosting& hosting);
 

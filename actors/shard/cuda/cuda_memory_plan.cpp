@@ -3,6 +3,7 @@
 #include "sim/model/memory_config.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace actorlm::shard {
 
@@ -70,6 +71,27 @@ CudaMemoryPlan plan_cuda_memory(const model::Architecture& arch, const std::stri
   plan.gpu = sim::plan_memory(preset, plan.hardware, catalogue.runtime(), sim::parallelism_of(cfg), mo);
   plan.host_blocks = sim::swap_blocks(cfg, plan.gpu.block_bytes);
   return plan;
+}
+
+std::vector<int> gpus_of_ranks(const std::vector<std::int64_t>& devices, std::size_t ranks, int visible) {
+  const std::string seen = std::to_string(visible) + " GPU(s) visible (CUDA_VISIBLE_DEVICES chooses which)";
+  std::vector<int> out(ranks);
+  if (devices.empty()) {
+    if (std::size_t(visible) < ranks)
+      throw std::invalid_argument("cuda backend: " + std::to_string(ranks) + " rank(s) to host here but " + seen);
+    for (std::size_t i = 0; i < ranks; ++i) out[i] = static_cast<int>(i);
+    return out;
+  }
+  if (devices.size() != ranks)
+    throw std::invalid_argument("engine.devices lists " + std::to_string(devices.size()) + " GPU(s), but this process hosts " +
+                                std::to_string(ranks) + " rank(s): one GPU per rank");
+  for (std::size_t i = 0; i < ranks; ++i) {
+    if (devices[i] < 0 || devices[i] >= visible)
+      throw std::invalid_argument("engine.devices[" + std::to_string(i) + "] = " + std::to_string(devices[i]) +
+                                  ", but there are " + seen);
+    out[i] = static_cast<int>(devices[i]);
+  }
+  return out;
 }
 
 }  // namespace actorlm::shard

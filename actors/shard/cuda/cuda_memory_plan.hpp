@@ -15,7 +15,9 @@
 #include "sim/model/catalogue.hpp"
 #include "sim/model/memory_model.hpp"
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace actorlm::shard {
 
@@ -42,5 +44,10 @@ sim::Hardware hardware_for(const CudaDevice& device, const sim::Catalogue& catal
 // does not fit (naming what is needed and what there is).
 CudaMemoryPlan plan_cuda_memory(const model::Architecture& arch, const std::string& model_name, double weight_bytes,
                                 double kv_element_bytes, const CudaDevice& device, const config::Config& cfg);
+
+// The CUDA device of each of the `ranks` ranks this process hosts, with `visible` devices to
+// choose from: engine.devices (`devices`) when given, else 0, 1, 2, ... Throws
+// std::invalid_argument naming the key when the list does not hold one visible GPU per rank.
+std::vector<int> gpus_of_ranks(const std::vector<std::int64_t>& devices, std::size_t ranks, int visible);
 
 }  // namespace actorlm::shard

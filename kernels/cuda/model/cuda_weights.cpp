@@ -18,17 +18,22 @@ class Uploader {
   static constexpr std::size_t chunk_floats = std::size_t{8} << 20;
 
   Uploader(ActDtype dtype, cudaStream_t stream) : dtype_(dtype), stream_(stream) {
-    for (auto& e : copied_) ACTORLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (auto& e : copied_) {
+      const cudaError_t made = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+      if (made != cudaSuccess) {
+        release();
+        ACTORLM_CUDA_CHECK(made);
+      }
+    }
   }
-  ~Uploader() {
-    for (auto& e : copied_) cudaEventDestroy(e);  // nothing to report on the way out
-  }
+  // After an error too: the copies in flight finish before their pinned buffers go.
+  ~Uploader() { release(); }
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;
 
   DeviceMatrix matrix(const cpu::WeightMatrix& m, const std::string& what) {
     DeviceMatrix out;
-    if (m.empty()) return out;
+    if (m.empty() || m.cols == 0) return out;
     out.rows = m.rows;
     out.cols = m.cols;
     const auto n = static_cast<std::size_t>(m.size());
@@ -74,6 +79,12 @@ class Uploader {
   void finish() { ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
  private:
+  void release() noexcept {  // nothing to report on the way out
+    cudaStreamSynchronize(stream_);
+    for (auto& e : copied_)
+      if (e != nullptr) cudaEventDestroy(e);
+  }
+
   ActDtype dtype_;
   cudaStream_t stream_;
   PinnedBuffer host_[2];

@@ -169,6 +169,15 @@ const std::vector<MalformedCase> cases = {
     {"workers_not_an_array", "[cluster]\nworkers = \"node1:80\"\n", 2, 11, "cluster.workers",
      "expected an array of \"host:port\" with port in [1, 65535], or \"head\" (this process), found a string"},
 
+    // engine.devices: the cuda backend's GPUs, one per rank, none twice.
+    {"devices_for_another_backend", "[engine]\nbackend = \"cpu\"\ndevices = [1]\n", 3, 11, "engine.devices",
+     "engine.devices picks GPUs for the cuda backend; engine.backend is \"cpu\""},
+    {"devices_listing_a_gpu_twice", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3, 3]\n", 4,
+     11, "engine.devices", "GPU 3 is listed twice (entries 0 and 1): each rank needs a GPU of its own"},
+    {"devices_not_one_per_rank", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3]\n", 4, 11,
+     "engine.devices", "engine.devices lists 1 GPU(s); it needs one per rank (engine.tensor_parallel_degree = 2)"},
+    {"devices_negative", "[engine]\nbackend = \"cuda\"\ndevices = [-1]\n", 3, 12, "engine.devices[0]", "[0, 1023]"},
+
     // Cluster rules across keys: placement, TLS, plaintext off the machine, virtual time.
     {"more_workers_than_ranks", "[cluster]\nworkers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n", 2, 11,
      "cluster.workers", "names 2 workers but engine.tensor_parallel_degree = 1 gives only 1 ranks"},

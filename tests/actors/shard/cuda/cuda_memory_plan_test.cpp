@@ -13,6 +13,8 @@
 #include "sim/backend/sim_backend.hpp"
 
 #include <cmath>
+#include <stdexcept>
+#include <vector>
 #include <string>
 
 using namespace actorlm;
@@ -131,4 +133,23 @@ BOOST_AUTO_TEST_CASE(a_model_that_does_not_fit_is_refused_naming_the_budget) {
     BOOST_TEST_MESSAGE(what);
     BOOST_TEST(what.find("gpu_memory_utilization") != std::string::npos);
   }
+}
+
+BOOST_AUTO_TEST_CASE(each_rank_gets_the_gpu_engine_devices_names_or_by_default_its_own_index) {
+  BOOST_TEST((shard::gpus_of_ranks({}, 2, 4) == std::vector<int>{0, 1}));
+  BOOST_TEST((shard::gpus_of_ranks({3, 1}, 2, 4) == std::vector<int>{3, 1}));
+  BOOST_TEST(shard::gpus_of_ranks({}, 0, 0).empty());  // a cluster's head hosts no rank
+  const auto message = [](const std::vector<std::int64_t>& devices, std::size_t ranks, int visible) {
+    try {
+      shard::gpus_of_ranks(devices, ranks, visible);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  BOOST_TEST(message({}, 3, 2) == "cuda backend: 3 rank(s) to host here but 2 GPU(s) visible (CUDA_VISIBLE_DEVICES "
+                                  "chooses which)");
+  BOOST_TEST(message({0}, 2, 4) == "engine.devices lists 1 GPU(s), but this process hosts 2 rank(s): one GPU per rank");
+  BOOST_TEST(message({0, 4}, 2, 4) == "engine.devices[1] = 4, but there are 4 GPU(s) visible (CUDA_VISIBLE_DEVICES "
+                                      "chooses which)");
 }
