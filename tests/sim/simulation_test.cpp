@@ -287,3 +287,22 @@ BOOST_AUTO_TEST_CASE(capped_requests_stop_at_their_lengths_and_only_a_reserving_
     }
   }
 }
+
+BOOST_AUTO_TEST_CASE(capped_requests_stop_at_their_lengths_where_the_stop_token_is_the_models_eos) {
+  config::Config c;
+  c.engine.backend = config::Backend::sim;
+  c.model.preset = "smollm2-135m";  // eos_token_id 0, the early stop's token: banned until biased up
+  c.sim.hardware = "a10g";
+  c.model.max_model_len = 1024;
+  sim::WorkloadSpec w;
+  w.requests = 40;
+  w.input = sim::FixedLength{16};
+  w.output = sim::UniformLength{1, 64};
+  w.max_tokens = 256;
+  w.arrival = sim::ClosedLoopArrivals{8, 0};
+  const auto lengths = sim::generate(w, 3);
+  const auto r = sim::simulate(c, w, 3);
+  BOOST_TEST_REQUIRE(r.summary.completed == 40u);
+  for (std::size_t i = 0; i < r.requests.size(); ++i)
+    BOOST_TEST(r.requests[i].output_tokens == lengths[i].output_tokens, "request " << i);
+}
