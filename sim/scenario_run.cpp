@@ -102,16 +102,21 @@ std::string scenario_table(const ScenarioOutcome& o) {
     for (std::size_t p = 0; p < w.points.size(); ++p)
       for (auto& r : regime_results(o, w, p)) rows.push_back(std::move(r));
     out += summary_table(rows);
-    std::uint64_t refused = 0, unavailable = 0, errored = 0;
+    std::uint64_t refused = 0, too_long = 0, unavailable = 0, errored = 0;
     std::string first_error;
     for (const auto& point : w.points)
       for (const auto& r : point) {
         refused += r.refused;
+        too_long += r.too_long;
         unavailable += r.unavailable;
         errored += r.errored;
         if (first_error.empty()) first_error = r.first_error;
       }
-    if (refused > 0) out += std::to_string(refused) + " submissions refused (queue full or too long)\n";
+    if (refused > too_long)
+      out += std::to_string(refused - too_long) + " submissions refused: the queue was full (scheduler.max_queue_len)\n";
+    if (too_long > 0)
+      out += std::to_string(too_long) + " submissions refused as too long: prompt + max_tokens fits no " +
+             "sequence (model.max_model_len, the KV cache or, without chunked prefill, the token budget)\n";
     if (errored > 0) out += std::to_string(errored) + " requests ended with an engine error, the first: " + first_error + "\n";
     if (unavailable > 0)
       out += std::to_string(unavailable) + " submissions refused by an engine that had lost a component\n";

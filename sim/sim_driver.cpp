@@ -126,6 +126,7 @@ void submit(driver_ptr self) {
         if (status == scheduler::SubmitStatus::accepted) return;
         // A failed request: the engine lost a component (a worker), or queue_full or too_long.
         ++(status == scheduler::SubmitStatus::unavailable ? self->state.run->unavailable : self->state.run->refused);
+        if (status == scheduler::SubmitStatus::too_long) ++self->state.run->too_long;
         request_done(self);
       },
       [self](const caf::error&) {  // no answer at all: the scheduler is gone (its down message says why)

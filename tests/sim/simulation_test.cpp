@@ -306,3 +306,31 @@ BOOST_AUTO_TEST_CASE(capped_requests_stop_at_their_lengths_where_the_stop_token_
   for (std::size_t i = 0; i < r.requests.size(); ++i)
     BOOST_TEST(r.requests[i].output_tokens == lengths[i].output_tokens, "request " << i);
 }
+
+BOOST_AUTO_TEST_CASE(requests_whose_max_tokens_can_never_fit_are_counted_and_reported_as_too_long) {
+  sim::Scenario s;
+  s.regimes.push_back({"paged", falcon(config::Batching::paged)});  // model.max_model_len 1024
+  sim::ScenarioWorkload w;
+  w.name = "capped";
+  w.spec.requests = 60;
+  w.spec.input = sim::UniformLength{16, 256};
+  w.spec.output = sim::UniformLength{8, 64};
+  w.spec.max_tokens = 900;  // a prompt over 124 tokens leaves no room for it
+  w.spec.arrival = sim::ClosedLoopArrivals{8, 0};
+  s.workloads.push_back(w);
+  std::uint64_t expected = 0;
+  for (const auto& r : sim::generate(w.spec, 9)) expected += r.input_tokens + 900 > 1024;
+  BOOST_TEST_REQUIRE((expected > 10u && expected < 60u));
+  sim::ScenarioRunOptions options;
+  options.seed = 9;
+  const auto out = sim::run_scenario(s, options);
+  const auto& result = out.workloads[0].points[0][0];
+  BOOST_TEST(result.too_long == expected);
+  BOOST_TEST(result.refused == expected);
+  BOOST_TEST(result.summary.completed == 60u - expected);
+  const std::string table = sim::scenario_table(out);
+  BOOST_TEST(table.find(std::to_string(expected) + " submissions refused as too long: prompt + max_tokens") !=
+                 std::string::npos,
+             table);
+  BOOST_TEST(table.find("the queue was full") == std::string::npos);
+}
