@@ -213,9 +213,9 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
                           "sim.nodes = " + n + " needs sim.instance: the network between nodes is the instance's");
 }
 
-// engine.devices: the cuda backend's, one GPU per rank, none twice. A process of a cluster hosts
-// only some ranks, so only a single process's list must have one per rank here (a worker's is
-// checked against the ranks it is given when it loads them).
+// engine.devices: the cuda backend's, one GPU per rank, none twice, no more than there are ranks.
+// Which ranks a process hosts is known only when it loads them (a worker's config does not say;
+// a head may host none), so that is where a list is checked for exactly one GPU per rank.
 void check_devices(const Config& c, const Sections& s, ErrorList& errors) {
   const auto& d = c.engine.devices;
   if (!s.engine.valid("devices") || d.empty()) return;
@@ -233,10 +233,9 @@ void check_devices(const Config& c, const Sections& s, ErrorList& errors) {
                        std::to_string(i) + "): each rank needs a GPU of its own");
         return;
       }
-  if (degrees_valid(s) && s.cluster.valid("workers") && c.cluster.workers.empty() &&
-      std::int64_t(d.size()) != c.engine.world_size())
+  if (degrees_valid(s) && std::int64_t(d.size()) > c.engine.world_size())
     add_cross_field_error(errors, {{s.engine, "devices"}, {s.engine, "tensor_parallel_degree"}},
-                          "engine.devices lists " + std::to_string(d.size()) + " GPU(s); it needs one per rank (" +
+                          "engine.devices lists " + std::to_string(d.size()) + " GPUs, more than there are ranks (" +
                               c.engine.world_size_keys() + " = " + std::to_string(c.engine.world_size()) + ")");
 }
 

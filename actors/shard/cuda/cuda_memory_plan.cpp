@@ -76,6 +76,7 @@ CudaMemoryPlan plan_cuda_memory(const model::Architecture& arch, const std::stri
 std::vector<int> gpus_of_ranks(const std::vector<std::int64_t>& devices, std::size_t ranks, int visible) {
   const std::string seen = std::to_string(visible) + " GPU(s) visible (CUDA_VISIBLE_DEVICES chooses which)";
   std::vector<int> out(ranks);
+  if (ranks == 0) return out;  // a cluster's head, or a worker's offer before it is given ranks
   if (devices.empty()) {
     if (std::size_t(visible) < ranks)
       throw std::invalid_argument("cuda backend: " + std::to_string(ranks) + " rank(s) to host here but " + seen);

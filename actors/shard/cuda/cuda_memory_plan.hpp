@@ -47,7 +47,8 @@ CudaMemoryPlan plan_cuda_memory(const model::Architecture& arch, const std::stri
 
 // The CUDA device of each of the `ranks` ranks this process hosts, with `visible` devices to
 // choose from: engine.devices (`devices`) when given, else 0, 1, 2, ... Throws
-// std::invalid_argument naming the key when the list does not hold one visible GPU per rank.
+// std::invalid_argument naming the key when the list does not hold one visible GPU per rank
+// (none when the process hosts no rank: the list is then left for later).
 std::vector<int> gpus_of_ranks(const std::vector<std::int64_t>& devices, std::size_t ranks, int visible);
 
 }  // namespace actorlm::shard

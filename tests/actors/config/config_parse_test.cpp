@@ -202,6 +202,13 @@ BOOST_AUTO_TEST_CASE(round_trips_a_non_default_config_through_to_toml) {
   BOOST_TEST((result.config == c), "re-parsed config differs:\n" << to_toml(result.config));
 }
 
+BOOST_AUTO_TEST_CASE(a_cuda_process_may_list_gpus_for_fewer_ranks_than_the_engine_and_they_round_trip) {
+  // A cluster worker's config: it hosts some of the ranks, which only loading tells it.
+  Config c = parse_ok("[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 3\ndevices = [2, 0]\n").config;
+  BOOST_TEST((c.engine.devices == std::vector<std::int64_t>{2, 0}));
+  BOOST_TEST((parse_ok(to_toml(c)).config == c));
+}
+
 BOOST_AUTO_TEST_CASE(lists_every_section_in_schema_order) {
   const std::string text = to_toml(Config{});
   std::size_t previous = 0;

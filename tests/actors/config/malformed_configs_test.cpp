@@ -174,8 +174,8 @@ const std::vector<MalformedCase> cases = {
      "engine.devices picks GPUs for the cuda backend; engine.backend is \"cpu\""},
     {"devices_listing_a_gpu_twice", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3, 3]\n", 4,
      11, "engine.devices", "GPU 3 is listed twice (entries 0 and 1): each rank needs a GPU of its own"},
-    {"devices_not_one_per_rank", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3]\n", 4, 11,
-     "engine.devices", "engine.devices lists 1 GPU(s); it needs one per rank (engine.tensor_parallel_degree = 2)"},
+    {"devices_more_than_ranks", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3, 1, 0]\n", 4,
+     11, "engine.devices", "engine.devices lists 3 GPUs, more than there are ranks (engine.tensor_parallel_degree = 2)"},
     {"devices_negative", "[engine]\nbackend = \"cuda\"\ndevices = [-1]\n", 3, 12, "engine.devices[0]", "[0, 1023]"},
 
     // Cluster rules across keys: placement, TLS, plaintext off the machine, virtual time.

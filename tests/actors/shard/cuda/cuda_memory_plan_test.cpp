@@ -139,6 +139,7 @@ BOOST_AUTO_TEST_CASE(each_rank_gets_the_gpu_engine_devices_names_or_by_default_i
   BOOST_TEST((shard::gpus_of_ranks({}, 2, 4) == std::vector<int>{0, 1}));
   BOOST_TEST((shard::gpus_of_ranks({3, 1}, 2, 4) == std::vector<int>{3, 1}));
   BOOST_TEST(shard::gpus_of_ranks({}, 0, 0).empty());  // a cluster's head hosts no rank
+  BOOST_TEST(shard::gpus_of_ranks({2, 3}, 0, 0).empty());  // nor does a worker's offer, made before it is given any
   const auto message = [](const std::vector<std::int64_t>& devices, std::size_t ranks, int visible) {
     try {
       shard::gpus_of_ranks(devices, ranks, visible);
