@@ -48,6 +48,15 @@ std::vector<std::pair<std::string, std::uint64_t>> components(const MemoryBreakd
 }  // namespace
 
 ScenarioOutcome run_scenario(const Scenario& s, const ScenarioRunOptions& opt) {
+  // Checked here, not where the scenario is read: `bench client` takes the same workloads to a
+  // server whose model length the scenario's engine sections do not describe.
+  for (const auto& w : s.workloads)
+    for (const auto& r : s.regimes)
+      if (w.spec.max_tokens > 0 && w.spec.max_tokens >= r.config.model.max_model_len)
+        throw std::invalid_argument("workload \"" + w.name + "\": max_tokens = " + std::to_string(w.spec.max_tokens) +
+                                    " leaves no room for a prompt in regime \"" + r.name + "\" (model.max_model_len = " +
+                                    std::to_string(r.config.model.max_model_len) +
+                                    "): every request would be refused as too long");
   ScenarioOutcome out;
   out.seed = opt.seed;
   for (const auto& r : s.regimes) out.regimes.push_back(r.name);

@@ -34,7 +34,8 @@ struct ScenarioRunOptions {
 };
 
 // Throws std::invalid_argument naming the regime when its backend cannot be set up (model
-// does not fit...).
+// does not fit...), or naming the workload when its max_tokens leaves a regime no room for a
+// prompt (every request would be refused).
 ScenarioOutcome run_scenario(const Scenario&, const ScenarioRunOptions&);
 
 // The regimes of one sweep point, as report.hpp takes them (names: "paged", or "paged @ 2

@@ -334,3 +334,26 @@ BOOST_AUTO_TEST_CASE(requests_whose_max_tokens_can_never_fit_are_counted_and_rep
              table);
   BOOST_TEST(table.find("the queue was full") == std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(a_max_tokens_that_leaves_a_regime_no_room_for_a_prompt_stops_the_run_before_it_starts) {
+  sim::Scenario s;
+  s.regimes.push_back({"paged", falcon(config::Batching::paged)});  // model.max_model_len 1024
+  sim::ScenarioWorkload w;
+  w.name = "long";
+  w.spec.requests = 4;
+  w.spec.input = sim::FixedLength{16};
+  w.spec.output = sim::FixedLength{8};
+  w.spec.max_tokens = 1024;
+  w.spec.arrival = sim::ClosedLoopArrivals{2, 0};
+  s.workloads.push_back(w);
+  try {
+    sim::run_scenario(s, {});
+    BOOST_FAIL("ran");
+  } catch (const std::invalid_argument& e) {
+    BOOST_TEST(std::string(e.what()) == "workload \"long\": max_tokens = 1024 leaves no room for a prompt in regime "
+                                        "\"paged\" (model.max_model_len = 1024): every request would be refused as "
+                                        "too long");
+  }
+  s.workloads[0].spec.max_tokens = 1000;  // a prompt of 16 still fits: runs
+  BOOST_TEST(sim::run_scenario(s, {}).workloads.at(0).points.at(0).at(0).summary.completed == 4u);
+}
