@@ -307,19 +307,29 @@ BOOST_AUTO_TEST_CASE(capped_requests_stop_at_their_lengths_where_the_stop_token_
     BOOST_TEST(r.requests[i].output_tokens == lengths[i].output_tokens, "request " << i);
 }
 
-BOOST_AUTO_TEST_CASE(requests_whose_max_tokens_can_never_fit_are_counted_and_reported_as_too_long) {
+namespace {
+
+// One paged Falcon-40B regime (model.max_model_len 1024) on one workload named `name`, closed
+// loop of `clients`.
+sim::Scenario paged_scenario(const std::string& name, sim::WorkloadSpec spec, std::uint32_t clients) {
   sim::Scenario s;
-  s.regimes.push_back({"paged", falcon(config::Batching::paged)});  // model.max_model_len 1024
-  sim::ScenarioWorkload w;
-  w.name = "capped";
-  w.spec.requests = 60;
-  w.spec.input = sim::UniformLength{16, 256};
-  w.spec.output = sim::UniformLength{8, 64};
-  w.spec.max_tokens = 900;  // a prompt over 124 tokens leaves no room for it
-  w.spec.arrival = sim::ClosedLoopArrivals{8, 0};
-  s.workloads.push_back(w);
+  s.regimes.push_back({"paged", falcon(config::Batching::paged)});
+  spec.arrival = sim::ClosedLoopArrivals{clients, 0};
+  s.workloads.push_back({name, spec, {}});
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(requests_whose_max_tokens_can_never_fit_are_counted_and_reported_as_too_long) {
+  sim::WorkloadSpec w;
+  w.requests = 60;
+  w.input = sim::UniformLength{16, 256};
+  w.output = sim::UniformLength{8, 64};
+  w.max_tokens = 900;  // a prompt over 124 tokens leaves no room for it
+  const sim::Scenario s = paged_scenario("capped", w, 8);
   std::uint64_t expected = 0;
-  for (const auto& r : sim::generate(w.spec, 9)) expected += r.input_tokens + 900 > 1024;
+  for (const auto& r : sim::generate(s.workloads[0].spec, 9)) expected += r.input_tokens + 900 > 1024;
   BOOST_TEST_REQUIRE((expected > 10u && expected < 60u));
   sim::ScenarioRunOptions options;
   options.seed = 9;
@@ -336,16 +346,12 @@ BOOST_AUTO_TEST_CASE(requests_whose_max_tokens_can_never_fit_are_counted_and_rep
 }
 
 BOOST_AUTO_TEST_CASE(a_max_tokens_that_leaves_a_regime_no_room_for_a_prompt_stops_the_run_before_it_starts) {
-  sim::Scenario s;
-  s.regimes.push_back({"paged", falcon(config::Batching::paged)});  // model.max_model_len 1024
-  sim::ScenarioWorkload w;
-  w.name = "long";
-  w.spec.requests = 4;
-  w.spec.input = sim::FixedLength{16};
-  w.spec.output = sim::FixedLength{8};
-  w.spec.max_tokens = 1024;
-  w.spec.arrival = sim::ClosedLoopArrivals{2, 0};
-  s.workloads.push_back(w);
+  sim::WorkloadSpec w;
+  w.requests = 4;
+  w.input = sim::FixedLength{16};
+  w.output = sim::FixedLength{8};
+  w.max_tokens = 1024;
+  sim::Scenario s = paged_scenario("long", w, 2);
   try {
     sim::run_scenario(s, {});
     BOOST_FAIL("ran");
