@@ -59,17 +59,19 @@ kv::TokenId sim_token(std::uint64_t sim_seed, std::uint64_t request_seed, shard:
 
 namespace {
 
-bool raised(const SimSequences::Seq& s, kv::TokenId t) {
-  return std::any_of(s.logit_bias.begin(), s.logit_bias.end(),
-                     [t](const shard::LogitBias& b) { return b.token == t && b.bias > 0; });
+// The EOS is never sampled, unless a positive logit bias asks for it.
+bool eos_banned(const SimShardModel& m, const SimSequences::Seq& s) {
+  return m.eos_token_id >= 0 && std::none_of(s.logit_bias.begin(), s.logit_bias.end(), [&](const shard::LogitBias& b) {
+           return b.token == m.eos_token_id && b.bias > 0;
+         });
 }
 
-// The tokens a draw may not return now: the EOS (never sampled, unless a positive logit bias
-// asks for it) and, before min_tokens, the stop ids. Sorted, within the vocabulary.
+// The tokens a draw may not return now: the EOS (eos_banned) and, before min_tokens, the stop
+// ids. Sorted, within the vocabulary.
 std::vector<kv::TokenId> banned_tokens(const SimShardModel& m, const SimSequences::Seq& s, std::uint32_t generated) {
   std::vector<kv::TokenId> out;
   if (generated < s.min_tokens) out = s.min_tokens_stop_ids;
-  if (m.eos_token_id >= 0 && !raised(s, m.eos_token_id)) out.push_back(m.eos_token_id);
+  if (eos_banned(m, s)) out.push_back(m.eos_token_id);
   std::erase_if(out, [&](kv::TokenId t) { return t < 0 || static_cast<std::uint32_t>(t) >= m.vocab_size; });
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -104,9 +106,9 @@ SimDraw draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint64_t k
     return {token_of(draw_hash(key, sample, position), m.vocab_size, m.eos_token_id), uniform_logprob};
   // banned_tokens' set, asked token by token (nothing to allocate).
   const bool stops_masked = generated < s.min_tokens;
-  const bool eos_banned = m.eos_token_id >= 0 && !raised(s, m.eos_token_id);
+  const bool eos = eos_banned(m, s);
   const auto is_banned = [&](kv::TokenId t) {
-    return (stops_masked && contains(s.min_tokens_stop_ids, t)) || (eos_banned && t == m.eos_token_id);
+    return (stops_masked && contains(s.min_tokens_stop_ids, t)) || (eos && t == m.eos_token_id);
   };
   // Without a bias that counts now (none, or every biased token banned, as a capped workload's
   // stop token is until its length): sim_token's draw, moved past every banned id.

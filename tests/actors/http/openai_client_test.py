@@ -246,6 +246,15 @@ class VllmExtensionFieldsTest(ServerTestCase):
                                             extra_body={"return_tokens_as_token_ids": True})
             self.assertEqual(forced, ["token_id:42", "token_id:42"])
 
+    def test_the_early_stop_of_a_capped_workload_ends_a_request_at_its_length(self):
+        # What `bench client` and the simulator send a request of a workload with max_tokens
+        # (sim::early_stop_token): the stop token masked for length - 1 tokens, then forced.
+        for length in (1, 5):
+            for stream in (False, True):
+                _, reason, tokens, _ = self.complete(stream, max_tokens=40, logit_bias={"0": 100},
+                                                     extra_body={"min_tokens": length - 1, "stop_token_ids": [0]})
+                self.assertEqual((reason, tokens), ("stop", length), f"length={length} stream={stream}")
+
     def test_continuous_usage_stats_puts_usage_in_every_chunk(self):
         options = {"include_usage": True, "continuous_usage_stats": True}
         for create, args in ((self.client.completions.create, dict(prompt=PROMPT, max_tokens=5)),
