@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace actorlm::http {
 
 Response error_response(const ApiError& e) {
@@ -10,6 +12,11 @@ Response error_response(const ApiError& e) {
   if (e.status == 429 || e.status == 503) res.set(beast_http::field::retry_after, "1");
   res.body() = e.to_json();
   return res;
+}
+
+bool valid_client_request_id(std::string_view id) {
+  if (id.empty() || id.size() > kMaxClientRequestId) return false;
+  return std::all_of(id.begin(), id.end(), [](char ch) { return ch > 0x20 && ch < 0x7f; });
 }
 
 ApiCall::ApiCall(CallHost& host, std::shared_ptr<Connection> conn, std::unique_ptr<CompletionSession> session,
@@ -55,7 +62,7 @@ void ApiCall::on_submitted(SubmitOutcome o) {
     results_.resize(session_->choices());
     opened_.assign(session_->choices(), false);
     if (session_->request().stream)
-      conn_->begin_stream(200, "text/event-stream", {{"X-Request-Id", std::to_string(session_->first_request_id())}});
+      conn_->begin_stream(200, "text/event-stream", {{"X-Request-Id", request_id_header()}});
     ChannelBatch early = std::move(early_);
     process(early);
   } catch (const std::exception& e) {
@@ -93,7 +100,9 @@ void ApiCall::fail_internal(const std::string& what) {
     return conn_->end_stream();
   }
   end(500);
-  conn_->respond(error_response(e));
+  auto res = error_response(e);
+  res.set("X-Request-Id", request_id_header());
+  conn_->respond(std::move(res));
 }
 
 void ApiCall::process(const ChannelBatch& b) {
@@ -133,7 +142,7 @@ void ApiCall::gather_deltas(const std::vector<ChoiceDelta>& deltas) {
 
 void ApiCall::finish() {
   const auto& r = session_->request();
-  const Usage usage{session_->prompt_tokens(), session_->completion_tokens()};
+  const Usage usage{session_->prompt_tokens(), session_->completion_tokens(), session_->cached_prompt_tokens()};
   const std::string& failure = session_->failure();
   int status = 200;
   if (!failure.empty()) {
@@ -159,14 +168,20 @@ void ApiCall::finish() {
   } else {
     res = error_response(error);
   }
-  res.set("X-Request-Id", std::to_string(session_->first_request_id()));
+  res.set("X-Request-Id", request_id_header());
   end(status);
   conn_->respond(std::move(res));
 }
 
+std::string ApiCall::request_id_header() const {
+  return meta_.client_request_id.empty() ? std::to_string(session_->first_request_id()) : meta_.client_request_id;
+}
+
 void ApiCall::refuse(const ApiError& e) {
   end(e.status);
-  conn_->respond(error_response(e));
+  auto res = error_response(e);
+  res.set("X-Request-Id", request_id_header());
+  conn_->respond(std::move(res));
 }
 
 void ApiCall::abandon() {

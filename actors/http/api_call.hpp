@@ -13,11 +13,18 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string_view>
 
 namespace actorlm::http {
 
 // An API error as an HTTP answer (JSON in OpenAI's shape; Retry-After on 429 and 503).
 Response error_response(const ApiError&);
+
+// A client's X-Request-Id that names a response (and goes into the access log): 1 to
+// kMaxClientRequestId visible ASCII characters, so a UUID, a trace id or a tool's own
+// scheme, and nothing that could break a log line.
+inline constexpr std::size_t kMaxClientRequestId = 256;
+bool valid_client_request_id(std::string_view);
 
 // What a call needs from the server it runs in.
 struct CallHost {
@@ -51,6 +58,8 @@ class ApiCall final : public Listener, public std::enable_shared_from_this<ApiCa
   void refuse(const ApiError&);
   void abandon();         // the connection closed first
   void end(int status);   // once: forget the engine requests, log, leave in_flight
+  // The answer's X-Request-Id: the client's, or else the first engine request's id.
+  std::string request_id_header() const;
 
   CallHost& host_;
   std::shared_ptr<Connection> conn_;

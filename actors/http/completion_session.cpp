@@ -82,6 +82,7 @@ std::optional<ApiError> CompletionSession::on_submitted(const std::vector<schedu
   }
   for (std::size_t i = 0; i < ids_.size(); ++i) {
     prompt_tokens_ += prompt_lens_[i];
+    cached_lens_.push_back(0);
     released_.push_back(false);
     ended_samples_.push_back(0);
     for (std::uint32_t s = 0; s < req_.n; ++s)
@@ -128,6 +129,7 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     const auto& t = b.tokens[k];
     const auto index = index_of(t.request, t.sample);
     if (index >= choices_.size()) continue;
+    cached_lens_[index / req_.n] = t.cached_prompt_tokens;
     Choice& c = choices_[index];
     if (c.done) continue;  // stopped by a stop string; its request runs until all its samples are done
     if (first_token_ == std::chrono::steady_clock::time_point{}) first_token_ = std::chrono::steady_clock::now();
@@ -178,6 +180,12 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
       released.push_back(std::move(c));
   completion_tokens_ = best_of_->returned_tokens();
   return released;
+}
+
+std::uint64_t CompletionSession::cached_prompt_tokens() const {
+  std::uint64_t sum = 0;
+  for (const auto c : cached_lens_) sum += c;
+  return sum;
 }
 
 std::vector<scheduler::RequestId> CompletionSession::take_released() {

@@ -51,6 +51,8 @@ class CompletionSession {
   std::uint32_t choices() const { return returned_choices_; }
   std::uint64_t prompt_tokens() const { return prompt_tokens_; }
   std::uint64_t completion_tokens() const { return completion_tokens_; }
+  // Prompt tokens the prefix cache served, over every prompt (known once its first token came).
+  std::uint64_t cached_prompt_tokens() const;
   const std::string& failure() const { return failure_; }
   std::chrono::steady_clock::time_point first_token() const { return first_token_; }
   std::uint64_t first_request_id() const { return ids_.empty() ? 0 : ids_.front(); }
@@ -71,6 +73,7 @@ class CompletionSession {
   std::vector<scheduler::RequestSpec> specs_;          // built by prepare()
   std::vector<scheduler::RequestId> ids_;              // engine request per prompt
   std::vector<std::uint32_t> prompt_lens_;             // per prompt, in tokens
+  std::vector<std::uint32_t> cached_lens_;             // per prompt: of prompt_lens_, from the prefix cache
   std::vector<std::string> echoes_;                    // per prompt: its text, when echo is set
   std::vector<std::uint32_t> max_tokens_;              // per prompt
   std::vector<bool> released_;                         // per prompt: all its choices done, aborted

@@ -285,11 +285,28 @@ void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req
 
 void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& c, Request&& req, IoThread& t) {
   const auto t0 = Clock::now();
-  const std::string id = (ep == Endpoint::chat ? "chatcmpl-" : "cmpl-") + std::to_string(response_ids.fetch_add(1));
+  // A client's X-Request-Id names the response, as vLLM does ("cmpl-" + it), and comes back in
+  // the answer's header, errors included, so that its traces meet this server's access log.
+  std::string client_id;
+  std::optional<ApiError> bad_id;
+  if (auto it = req.find("X-Request-Id"); it != req.end()) {
+    client_id.assign(it->value().data(), it->value().size());
+    if (!valid_client_request_id(client_id)) {
+      bad_id = ApiError{400, "X-Request-Id header: expected 1 to " + std::to_string(kMaxClientRequestId) +
+                                 " visible ASCII characters (no spaces), found " + std::to_string(client_id.size()) + " bytes",
+                        "invalid_request_error", "", "invalid_request_id"};
+      client_id.clear();
+    }
+  }
+  const std::string id = (ep == Endpoint::chat ? "chatcmpl-" : "cmpl-") +
+                         (client_id.empty() ? std::to_string(response_ids.fetch_add(1)) : client_id);
   auto refuse = [&](const ApiError& e, const CompletionSession* s = nullptr) {
     access_log(id, e.status, s, t0);
-    c->respond(error_response(e));
+    auto res = error_response(e);
+    if (!client_id.empty()) res.set("X-Request-Id", client_id);
+    c->respond(std::move(res));
   };
+  if (bad_id) return refuse(*bad_id);
   if (auto e = gate(req)) return refuse(*e);
   auto parsed = parse_request(ep, req.body(), served_name);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
@@ -300,7 +317,7 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
   auto session = std::make_unique<CompletionSession>(model, std::move(body), engine_ids);
   const ResponseMeta meta{ep, id,
                           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),
-                          response_name};
+                          response_name, client_id};
   // Tokenizing takes about a millisecond per few kilobytes of text: a large prompt is tokenized
   // on a side thread, so that the other streams of this I/O thread do not wait for it.
   if (req.body().size() <= kTokenizeInlineBytes) {
@@ -318,7 +335,9 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
     asio::post(home, [this, c = std::move(c), &t, session = std::move(session), meta, t0, error = std::move(error)]() mutable {
       if (error) {
         access_log(meta.id, error->status, session.get(), t0);
-        return c->respond(error_response(*error));
+        auto res = error_response(*error);
+        if (!meta.client_request_id.empty()) res.set("X-Request-Id", meta.client_request_id);
+        return c->respond(std::move(res));
       }
       if (!c->is_open()) return access_log(meta.id, 499, session.get(), t0);  // the client left meanwhile
       auto owned = std::make_unique<CompletionSession>(std::move(*session));

@@ -45,8 +45,10 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
 }
 
 json usage_json(Usage u) {
-  return {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  json out{{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
+           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+  if (u.cached_tokens) out["prompt_tokens_details"] = {{"cached_tokens", *u.cached_tokens}};
+  return out;
 }
 
 json envelope(const ResponseMeta& m, const char* object) {
@@ -171,6 +173,11 @@ void StreamChunks::append_event(std::string& out, const ChoiceDelta& d, bool log
     append_number(out, u.completion_tokens);
     out += ",\"prompt_tokens\":";
     append_number(out, u.prompt_tokens);
+    if (u.cached_tokens) {
+      out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+      append_number(out, *u.cached_tokens);
+      out += '}';
+    }
     out += ",\"total_tokens\":";
     append_number(out, u.prompt_tokens + u.completion_tokens);
     out += '}';

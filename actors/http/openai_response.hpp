@@ -16,6 +16,7 @@ struct ResponseMeta {
   std::string id;       // "cmpl-..." or "chatcmpl-..."
   std::int64_t created = 0;  // Unix seconds
   std::string model;
+  std::string client_request_id;  // the request's X-Request-Id header, if it had one
 };
 
 // One choice of a non-streaming response, gathered from its deltas.

@@ -54,6 +54,7 @@ struct TokenEvent {
   std::uint32_t sample = 0;
   TokenId token = 0;
   float logprob = 0;
+  std::uint32_t cached_prompt_tokens = 0;  // the request's RequestRecord::cached_tokens
   std::vector<shard::TopLogprob> top;
 };
 
@@ -79,6 +80,9 @@ inline constexpr std::size_t records_dropped_when_full = 32768;
 struct RequestRecord {
   RequestId id = 0;
   std::uint32_t prompt_tokens = 0;
+  std::uint32_t cached_tokens = 0;  // of the prompt, served from the prefix cache when it was
+                                    // first admitted (vLLM's num_cached_tokens; a readmission
+                                    // after a preemption does not change it)
   std::uint32_t n = 1;
   Time arrival = 0;
   Time first_scheduled = -1;

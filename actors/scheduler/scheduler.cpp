@@ -244,7 +244,7 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       s.tokens.push_back(t.token);
       ++s.generated;
       if (s.sample == 0 && opt_.record_token_times) r->record.token_times.push_back(now);
-      ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, t.top});
+      ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, r->record.cached_tokens, t.top});
       if (ends_sample(r->spec, t.token, s.generated))
         finish_sample(*r, s, FinishReason::stop, now, ev);
       else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)

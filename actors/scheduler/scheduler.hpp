@@ -144,6 +144,7 @@ class Scheduler {
     std::uint64_t order = 0;           // arrival order: FCFS within a priority
     std::vector<Seq> seqs;             // index = sample; one until the prompt is done
     bool forked = false;               // n > 1 samples created
+    bool admitted_once = false;        // record.cached_tokens is set
     RequestRecord record;
   };
   // One sequence's work in the step being planned.

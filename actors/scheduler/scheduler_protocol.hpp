@@ -82,7 +82,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestSpec& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
-  return f(caf::meta::type_name("TokenEvent"), x.request, x.sample, x.token, x.logprob, x.top);
+  return f(caf::meta::type_name("TokenEvent"), x.request, x.sample, x.token, x.logprob, x.cached_prompt_tokens, x.top);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishEvent& x) {
@@ -104,7 +104,7 @@ typename Inspector::result_type inspect(Inspector& f, StepRecord& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RequestRecord& x) {
-  return f(caf::meta::type_name("RequestRecord"), x.id, x.prompt_tokens, x.n, x.arrival,
+  return f(caf::meta::type_name("RequestRecord"), x.id, x.prompt_tokens, x.cached_tokens, x.n, x.arrival,
            x.first_scheduled, x.first_token, x.finished, x.token_times, x.output_tokens, x.reasons,
            x.preemptions);
 }

@@ -140,6 +140,11 @@ shard::Step Scheduler::on_reserved(const kv::ReserveReply& reply) {
       s->allocated = true;
       s->slots = static_cast<std::uint32_t>(s->tokens.size());
       s->computed = std::max(s->computed, a.cached_tokens);
+      Request& r = requests_[owner_.at(a.seq).first];
+      if (!r.admitted_once) {
+        r.admitted_once = true;
+        r.record.cached_tokens = a.cached_tokens;
+      }
     }
   // 6. The step, in one pass over the planned work: refused growth sits this step out,
   // prefix-cache hits shorten prefills, and the rest goes to the shards as deltas.

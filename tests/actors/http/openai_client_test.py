@@ -130,6 +130,21 @@ class OpenAIClientTest(ServerTestCase):
         with self.assertRaises(openai.NotFoundError):
             self.client.chat.completions.create(model="gpt-4o", messages=QUESTION)
 
+    def test_a_repeated_prompt_reports_its_cached_tokens_in_the_clients_usage_model(self):
+        # OpenAI's usage.prompt_tokens_details.cached_tokens, read through the client's own types.
+        messages = [{"role": "user", "content": "Name three rivers of Europe, each with the sea it flows into."}]
+        first = self.client.chat.completions.create(model=MODEL, messages=messages, max_tokens=1, temperature=0)
+        second = self.client.chat.completions.create(model=MODEL, messages=messages, max_tokens=1, temperature=0)
+        self.assertEqual(first.usage.prompt_tokens_details.cached_tokens, 0)
+        self.assertEqual(second.usage.prompt_tokens_details.cached_tokens, (second.usage.prompt_tokens - 1) // 16 * 16)
+        self.assertGreater(second.usage.prompt_tokens_details.cached_tokens, 0)
+
+    def test_the_clients_x_request_id_names_the_response(self):
+        raw = self.client.completions.with_raw_response.create(
+            model=MODEL, prompt=PROMPT, max_tokens=1, extra_headers={"X-Request-Id": "client-trace-1"})
+        self.assertEqual(raw.headers["x-request-id"], "client-trace-1")
+        self.assertEqual(raw.parse().id, "cmpl-client-trace-1")
+
 
 PROMPT = "The capital of France is"  # greedy: " Paris.\n"
 

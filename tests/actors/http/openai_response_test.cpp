@@ -37,6 +37,7 @@ ChoiceDelta random_delta(std::mt19937_64& rng) {
     default: break;
   }
   if (rng() % 3 == 0) d.usage = Usage{rng() % 5000, rng() % 3 == 0 ? rng() : rng() % 100};
+  if (d.usage && rng() % 2 == 0) d.usage->cached_tokens = rng() % 5000;
   for (auto k = rng() % 3; k > 0; --k) {
     TokenLogprob lp{random_text(rng), -static_cast<float>(rng() % 1000) / 97.0f, {}};
     for (auto t = rng() % 3; t > 0; --t) lp.top.emplace_back(random_text(rng), -static_cast<float>(rng() % 50));
@@ -95,4 +96,17 @@ BOOST_AUTO_TEST_CASE(a_completion_chunk_reads_back_as_openai_shapes_it) {
   BOOST_TEST(j["choices"][0]["finish_reason"] == "length");
   BOOST_TEST(j["choices"][0]["logprobs"].is_null());
   BOOST_TEST(j["usage"]["total_tokens"] == 13);
+}
+
+BOOST_AUTO_TEST_CASE(a_final_usage_names_the_prompt_tokens_the_prefix_cache_served_as_openai_does) {
+  const ResponseMeta meta{Endpoint::chat, "chatcmpl-7", 1733000000, "m", ""};
+  const std::vector<ChoiceResult> choices{{"hi", {}, "stop"}};
+  const auto body = nlohmann::json::parse(completion_json(meta, choices, false, Usage{40, 2, 32}));
+  BOOST_TEST(body["usage"]["prompt_tokens_details"]["cached_tokens"] == 32);
+  BOOST_TEST(body["usage"]["prompt_tokens"] == 40);
+  const auto chunk = nlohmann::json::parse(usage_chunk_json(meta, Usage{40, 2, 0}));
+  BOOST_TEST(chunk["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  // Without a count (a chunk's running usage) the member is left out rather than made up.
+  const auto plain = nlohmann::json::parse(usage_chunk_json(meta, Usage{40, 2}));
+  BOOST_TEST(!plain["usage"].contains("prompt_tokens_details"));
 }

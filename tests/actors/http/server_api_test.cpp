@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE server_api
 #include "tests/actors/http/server_process.hpp"
 
+#include <algorithm>
+
 using namespace actorlm::testing;
 
 namespace {
@@ -185,4 +187,65 @@ BOOST_AUTO_TEST_CASE(presence_penalty_keeps_greedy_from_repeating_itself) {
   BOOST_TEST(plain.find("The capital of France is") != std::string::npos, plain);
   BOOST_TEST(penalised.find("The capital of France is") == std::string::npos, penalised);
   BOOST_TEST(text(2) == penalised, "penalties are deterministic");
+}
+
+BOOST_AUTO_TEST_CASE(a_clients_x_request_id_names_the_response_and_comes_back_with_it) {
+  auto c = server().client();
+  c.set_default_headers({{"X-Request-Id", "trace-7f3a"}});
+  auto r = post_json(c, "/v1/completions", {{"model", kModel}, {"prompt", "Hi"}, {"max_tokens", 1}});
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->status == 200);
+  BOOST_TEST(r->get_header_value("X-Request-Id") == "trace-7f3a");
+  BOOST_TEST(json::parse(r->body)["id"] == "cmpl-trace-7f3a");  // vLLM's naming
+  const Stream s = post_stream(c, "/v1/chat/completions",
+                               {{"model", kModel}, {"max_tokens", 2}, {"stream", true},
+                                {"messages", {{{"role", "user"}, {"content", "Hi"}}}}});
+  BOOST_TEST(s.status == 200);
+  BOOST_TEST(s.request_id == "trace-7f3a");
+  for (const auto& chunk : s.chunks()) BOOST_TEST(chunk["id"] == "chatcmpl-trace-7f3a");
+  // An error answer carries it too.
+  auto bad = post_json(c, "/v1/completions", {{"model", kModel}, {"prompt", "Hi"}, {"max_tokens", 0}});
+  BOOST_REQUIRE(bad);
+  BOOST_TEST(bad->status == 400);
+  BOOST_TEST(bad->get_header_value("X-Request-Id") == "trace-7f3a");
+  // Without one, the header is the engine's request id, as before.
+  auto plain = server().client();
+  auto p = post_json(plain, "/v1/completions", {{"model", kModel}, {"prompt", "Hi"}, {"max_tokens", 1}});
+  BOOST_REQUIRE(p);
+  const std::string engine_id = p->get_header_value("X-Request-Id");
+  BOOST_TEST(!engine_id.empty());
+  BOOST_TEST(std::all_of(engine_id.begin(), engine_id.end(), [](char ch) { return ch >= '0' && ch <= '9'; }));
+}
+
+BOOST_AUTO_TEST_CASE(an_x_request_id_that_would_break_a_log_line_is_refused_naming_the_header) {
+  for (const std::string id : {std::string(257, 'a'), std::string("two words"), std::string("tab\there")}) {
+    auto c = server().client();
+    c.set_default_headers({{"X-Request-Id", id}});
+    auto r = post_json(c, "/v1/completions", {{"model", kModel}, {"prompt", "Hi"}, {"max_tokens", 1}});
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->status == 400);
+    BOOST_TEST(r->body.find("X-Request-Id header") != std::string::npos, r->body);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_repeated_prompt_reports_the_prompt_tokens_the_prefix_cache_served) {
+  // A prompt no other case sends, several 16-token blocks long.
+  std::string prompt = "A prefix cache check:";
+  for (int i = 0; i < 12; ++i) prompt += " the quick brown fox number " + std::to_string(i);
+  const json body{{"model", kModel}, {"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}};
+  const json first = completion(body);
+  const json second = completion(body);
+  const int prompt_tokens = first["usage"]["prompt_tokens"];
+  BOOST_TEST(prompt_tokens > 64);
+  BOOST_TEST(first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
+  // Every full block but the one holding the last prompt token, whose logits are needed.
+  BOOST_TEST(second["usage"]["prompt_tokens_details"]["cached_tokens"] == (prompt_tokens - 1) / 16 * 16);
+  // Streamed: the final usage chunk carries it.
+  auto c = server().client();
+  json streamed = body;
+  streamed["stream"] = true;
+  streamed["stream_options"] = {{"include_usage", true}};
+  const auto chunks = post_stream(c, "/v1/completions", streamed).chunks();
+  BOOST_REQUIRE(!chunks.empty());
+  BOOST_TEST(chunks.back()["usage"]["prompt_tokens_details"]["cached_tokens"] == (prompt_tokens - 1) / 16 * 16);
 }

@@ -158,6 +158,7 @@ inline httplib::Result post_json(httplib::Client& c, const std::string& path, co
 // A streamed response: the data payloads in order ("[DONE]" included) and the raw text.
 struct Stream {
   int status = 0;
+  std::string request_id;  // the X-Request-Id header
   std::string error;  // the client's error when the exchange failed
   std::string raw;
   std::vector<std::string> data;
@@ -181,6 +182,7 @@ inline Stream post_stream(httplib::Client& c, const std::string& path, const jso
   http::SseParser sse;
   req.response_handler = [&](const httplib::Response& r) {
     s.status = r.status;
+    s.request_id = r.get_header_value("X-Request-Id");
     return true;
   };
   req.content_receiver = [&](const char* data, std::size_t n, std::uint64_t, std::uint64_t) {

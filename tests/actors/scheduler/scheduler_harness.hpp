@@ -31,6 +31,7 @@ inline TokenId scripted_token(RequestId r, std::uint32_t sample, std::uint32_t p
 struct Coverage {
   std::uint64_t swap_outs = 0, swap_ins = 0, copies = 0, prefix_hits = 0, padding_rows = 0;
   std::uint64_t chunks = 0, forks = 0, no_room = 0;
+  std::uint64_t cached_reported = 0;  // requests whose tokens report prefix-cache hits
 };
 
 // The whole output a sample produces: scripted tokens up to the first stop token (included)
@@ -134,7 +135,10 @@ class Harness {
     const auto result = scripted_result(shard_, st, step_ns);
     now_ += step_ns;
     const auto ev = sched_.on_executed(result, now_);
-    for (const auto& t : ev.tokens) out_[t.request].tokens[t.sample].push_back(t.token);
+    for (const auto& t : ev.tokens) {
+      out_[t.request].tokens[t.sample].push_back(t.token);
+      check_cached_report(t);
+    }
     record(ev.finished);
     ++steps_;
     return true;
@@ -159,6 +163,18 @@ class Harness {
       out_[f.request].finishes[f.sample]++;
       out_[f.request].reasons[f.sample] = f.reason;
     }
+  }
+
+  // Every token of a request reports the same prefix-cache hit, that of its first admission
+  // (a readmission after a recompute preemption may hit more, or less, of the cache): whole
+  // blocks, and never the prompt's last token.
+  void check_cached_report(const TokenEvent& t) {
+    const auto [it, first] = cached_.try_emplace(t.request, t.cached_prompt_tokens);
+    BOOST_REQUIRE_EQUAL(it->second, t.cached_prompt_tokens);
+    if (!first) return;
+    BOOST_REQUIRE_EQUAL(t.cached_prompt_tokens % sched_.options().block_size, 0u);
+    BOOST_REQUIRE_LT(t.cached_prompt_tokens, specs_.at(t.request).prompt.size());
+    cov_.cached_reported += t.cached_prompt_tokens > 0;
   }
 
   // The property the incremental protocol must keep: a shard that rebuilds every sequence from
@@ -197,6 +213,7 @@ class Harness {
 
   Scheduler sched_;
   kv::BlockManager bm_;
+  std::map<RequestId, std::uint32_t> cached_;  // per request: the prefix-cache hit its tokens report
   shard::SequenceState shard_;
   std::set<kv::SeqId> held_ids_;
   Time now_ = 0;
