@@ -54,10 +54,15 @@ url="http://127.0.0.1:$port"
 for _ in $(seq 100); do curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
 curl -sf "$url/health" >/dev/null || fail "the server did not come up"
 
-for wl in closed poisson capped; do
+# The closed loop twice: the second time on kept-alive connections (4 clients: 4 connections, 8
+# requests on reused ones).
+for run_name in closed poisson capped closed+keep-alive; do
+  wl=${run_name%%+*}
+  flags=()
+  [[ "$run_name" == *+keep-alive ]] && flags=(--keep-alive)
   before=$(curl -sf "$url/metrics")
   timeout 120 "$actorlm" bench client "$url" "$work/scenario.toml" --workload "$wl" --json --out "$work/out-$wl" \
-    > "$work/$wl.out" 2> "$work/$wl.err" || fail "bench client ($wl) exited $?: $(cat "$work/$wl.err")"
+    "${flags[@]}" > "$work/$wl.out" 2> "$work/$wl.err" || fail "bench client ($run_name) exited $?: $(cat "$work/$wl.err")"
   after=$(curl -sf "$url/metrics")
   grep -q '^regime .*| throughput tok/s | req/s' "$work/$wl.out" || fail "$wl: no table"
   grep -q "^measured " "$work/$wl.out" || fail "$wl: no measured row: $(cat "$work/$wl.out")"
@@ -66,9 +71,9 @@ for wl in closed poisson capped; do
   for f in summary.csv requests.csv report.json; do
     [[ -s "$work/out-$wl/$wl/$f" ]] || fail "$wl: no $f under --out"
   done
-  python3 - "$wl" "$(tail -n 1 "$work/$wl.out")" "$before" "$after" <<'PY' || fail "$wl: see above"
+  python3 - "$wl" "$(tail -n 1 "$work/$wl.out")" "$before" "$after" "$run_name" <<'PY' || fail "$run_name: see above"
 import json, re, sys
-wl, line, before, after = sys.argv[1:]
+wl, line, before, after, run_name = sys.argv[1:]
 j = json.loads(line)
 run = j["runs"][0]
 s, c = run["summary"], run["client"]
@@ -94,6 +99,8 @@ else:
 for k in ("ttft_s", "tpot_s", "itl_s", "e2e_s"):
     check(s[k]["count"] > 0 and s[k]["p50"] > 0, k)
 check(c["cpu_s"] > 0 and c["peak_streams"] >= 1, "client figures")
+reused = 8 if run_name.endswith("+keep-alive") else 0
+check(c["reused_connections"] == reused, "%s requests on reused connections, not %d" % (c["reused_connections"], reused))
 n = delta("time_to_first_token_seconds_count")
 check(n == 12, "the server recorded %s requests" % n)
 server_ttft = delta("time_to_first_token_seconds_sum") / n
@@ -101,7 +108,7 @@ server_itl = delta("inter_token_latency_seconds_sum") / delta("inter_token_laten
 d_ttft = (s["ttft_s"]["mean"] - server_ttft) * 1e3
 d_itl = (s["itl_s"]["mean"] - server_itl) * 1e3
 print("%s: TTFT mean client %.3f ms, server %.3f ms (%+.3f ms); ITL mean client %.3f ms, server %.3f ms (%+.3f ms)"
-      % (wl, s["ttft_s"]["mean"] * 1e3, server_ttft * 1e3, d_ttft, s["itl_s"]["mean"] * 1e3, server_itl * 1e3, d_itl))
+      % (run_name, s["ttft_s"]["mean"] * 1e3, server_ttft * 1e3, d_ttft, s["itl_s"]["mean"] * 1e3, server_itl * 1e3, d_itl))
 check(-1.0 < d_ttft < 25.0, "TTFT off the server's by %.3f ms" % d_ttft)
 check(abs(d_itl) < 5.0, "ITL off the server's by %.3f ms" % d_itl)
 sys.exit(0 if ok else 1)

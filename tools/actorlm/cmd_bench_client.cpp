@@ -27,7 +27,7 @@ struct ClientCliOptions {
   std::uint32_t requests = 100, input = 128, output = 128, max_tokens = 0;
   std::optional<std::uint32_t> concurrency;
   std::optional<double> rate;
-  bool no_ignore_eos = false, json = false, progress = false;
+  bool no_ignore_eos = false, json = false, progress = false, keep_alive = false;
   double timeout_s = 600;
   std::uint32_t max_connections = 10'000;
 };
@@ -90,13 +90,15 @@ std::string client_line(const bench::ClientRun& r) {
   if (r.short_outputs) s += "; " + std::to_string(r.short_outputs) + " outputs shorter than asked";
   if (r.long_outputs) s += "; " + std::to_string(r.long_outputs) + " outputs longer than asked (not stopped early)";
   if (r.retried) s += "; " + std::to_string(r.retried) + " sent again without a refused field";
+  if (r.reused) s += "; " + std::to_string(r.reused) + " on kept-alive connections";
   return s + "\n";
 }
 
 nlohmann::json client_json(const bench::ClientRun& r) {
   return {{"cpu_s", r.cpu_s},          {"wall_s", r.wall_s},           {"peak_streams", r.peak_streams},
           {"lag_us_p50", r.lag_us_p50}, {"lag_us_p99", r.lag_us_p99}, {"errors", r.errors},
-          {"short_outputs", r.short_outputs}, {"long_outputs", r.long_outputs}, {"retried", r.retried}};
+          {"short_outputs", r.short_outputs}, {"long_outputs", r.long_outputs}, {"retried", r.retried},
+          {"reused_connections", r.reused}};
 }
 
 int run_bench_client(const ClientCliOptions& o) {
@@ -109,6 +111,7 @@ int run_bench_client(const ClientCliOptions& o) {
     co.model = o.model.empty() ? bench::first_listed_model(co.server, o.api_key) : o.model;
     co.ignore_eos = !o.no_ignore_eos;
     co.max_connections = o.max_connections;
+    co.keep_alive = o.keep_alive;
     co.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_s * 1000));
     co.warn = [](const std::string& line) { std::cerr << "bench client: warning: " << line << "\n"; };
     const std::uint64_t seed = o.seed ? *o.seed : scenario->seed;
@@ -189,6 +192,9 @@ void add_bench_client_command(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--no-ignore-eos", o->no_ignore_eos,
                 "Send neither ignore_eos nor min_tokens (nor a capped request's early stop: it asks for its "
                 "max_tokens and ends where the model stops)");
+  cmd->add_flag("--keep-alive", o->keep_alive,
+                "Reuse connections (HTTP/1.1 keep-alive) as pooled clients do; default: a new connection per "
+                "request, whose connect is then part of its TTFT");
   cmd->add_option("--requests", o->requests, "Without a scenario: requests")->capture_default_str()
       ->check(CLI::Range(1u, 10'000'000u));
   cmd->add_option("--input", o->input, "Without a scenario: prompt tokens")->capture_default_str()

@@ -231,7 +231,9 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
     ++done;
     if (o.progress) o.progress(done, requests.size());
   };
-  LoadClient client({o.server.endpoint});
+  LoadClientOptions lo{o.server.endpoint};
+  lo.keep_alive = o.keep_alive;
+  LoadClient client(std::move(lo));
   const double cpu0 = process_cpu_seconds();
   const std::uint32_t concurrency =
       closed_loop ? closed_loop->clients
@@ -254,6 +256,7 @@ ClientRun run_client_workload(const std::vector<sim::WorkloadRequest>& requests,
     t.token_ns.reserve(a.token_ns.size());
     for (auto ns : a.token_ns) t.token_ns.push_back(ns - t0);
     for (const auto& e : r.events) lag_us.push_back(double(e.read_ns - e.arrival_ns) / 1e3);
+    out.reused += r.reused;
     t.output_tokens = a.usage_tokens.value_or(static_cast<std::uint32_t>(a.token_ns.size()));
     if (a.first_ns >= 0) t.first_token_ns = a.first_ns - t0;
     last = std::max(last, r.end_ns);

@@ -51,6 +51,7 @@ struct ClientBenchOptions {
   std::string model;    // the "model" field; empty: the first id GET /v1/models lists
   std::string api_key;  // sent as Authorization: Bearer, when set
   bool ignore_eos = true;
+  bool keep_alive = false;  // LoadClientOptions::keep_alive
   std::uint32_t max_connections = 10'000;  // open-loop exchanges at once (waiting ones included)
   std::chrono::milliseconds timeout{600'000};  // per request
   std::function<void(std::size_t done, std::size_t total)> progress;  // after each request
@@ -63,6 +64,7 @@ struct ClientRun {
   std::uint64_t short_outputs = 0;  // completed with fewer output tokens than asked
   std::uint64_t long_outputs = 0;   // completed with more (a request that was to stop early did not)
   std::uint64_t retried = 0;        // sent again without a field the server refused
+  std::uint64_t reused = 0;         // answered on a connection an earlier request left open
   double wall_s = 0;                // s: first release to the last answer
   double cpu_s = 0;                 // s: this process's CPU time (getrusage) over the run
   std::size_t peak_streams = 0;     // most exchanges open at once

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 namespace actorlm::bench {
@@ -63,8 +64,23 @@ struct ClientCore {
   std::uint32_t connecting = 0;
   std::deque<std::function<void()>> waiting_to_connect;
   std::vector<tcp::socket> slow;
+  std::vector<tcp::socket> idle;  // keep_alive: connections an answer left open
 
   explicit ClientCore(LoadClientOptions o) : opt(std::move(o)) {}
+
+  // An idle connection the server has not closed since (nor sent anything on), if any.
+  std::optional<tcp::socket> take_idle() {
+    while (!idle.empty()) {
+      tcp::socket s = std::move(idle.back());
+      idle.pop_back();
+      char c;
+      const auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return s;
+      beast::error_code ignored;
+      s.close(ignored);
+    }
+    return std::nullopt;
+  }
 
   const std::vector<tcp::endpoint>& endpoints() {
     if (resolved.empty()) {
@@ -129,6 +145,33 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
       if (!ec) self->finish(LoadOutcome::failed, "timed out");
     });
+    if (may_keep_alive())
+      if (auto s = client_.take_idle()) {
+        socket_ = std::move(*s);
+        result_.reused = true;
+        return send_request();
+      }
+    connect();
+  }
+
+  // Keep-alive applies to exchanges that end with their answer, not those closed on purpose.
+  bool may_keep_alive() const {
+    return client_.opt.keep_alive && !req_.close_after_send && req_.close_after_events < 0;
+  }
+
+  // A reused connection the server closed before answering (an idle timeout racing this
+  // request): once, a new connection instead.
+  bool retry_on_new_connection() {
+    if (!result_.reused || header_seen_ || received_ > 0) return false;
+    result_.reused = false;
+    beast::error_code ignored;
+    socket_.close(ignored);
+    socket_ = tcp::socket(client_.io);
+    connect();
+    return true;
+  }
+
+  void connect() {
     client_.when_connect_slot([self = shared_from_this()] {
       if (self->ended_) {  // timed out while waiting: pass the slot on, without nesting
         asio::post(self->client_.io, [&core = self->client_] { core.connected(); });
@@ -148,7 +191,11 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
       const int on = 1;
       ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_TIMESTAMPNS, &on, sizeof on);
     }
-    wire_ = wire_request(req_, client_.opt.endpoint);
+    send_request();
+  }
+
+  void send_request() {
+    if (wire_.empty()) wire_ = wire_request(req_, client_.opt.endpoint);
     asio::async_write(socket_, asio::buffer(wire_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
       self->on_written(ec);
     });
@@ -156,6 +203,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
 
   void on_written(beast::error_code ec) {
     if (ended_) return;
+    if (ec && retry_on_new_connection()) return;
     if (ec) return finish(LoadOutcome::failed, "write: " + ec.message());
     if (req_.close_after_send) return finish(LoadOutcome::closed, "");
     wait_readable();
@@ -174,6 +222,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     for (;;) {
       const auto n = receive();
       if (n == -1) return wait_readable();
+      if (n <= 0 && retry_on_new_connection()) return;
       if (n == -2) return finish(LoadOutcome::failed, std::string("reading the answer: ") + std::strerror(errno));
       if (n == 0) {
         parser_.put_eof(ec);  // an answer that ends with the connection is complete now
@@ -204,6 +253,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     const auto n = ::recvmsg(socket_.native_handle(), &msg, MSG_DONTWAIT);
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : -2;
     buffer_.commit(static_cast<std::size_t>(n));
+    received_ += static_cast<std::uint64_t>(n);
     read_ns_ = now_ns();
     arrival_ns_ = read_ns_;
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
@@ -269,8 +319,12 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
     result_.outcome = outcome;
     result_.error = std::move(error);
     timer_.cancel();
-    beast::error_code ignored;
-    socket_.close(ignored);  // pending operations end with operation_aborted
+    if (outcome == LoadOutcome::complete && may_keep_alive() && parser_.keep_alive() && buffer_.size() == 0) {
+      client_.idle.push_back(std::move(socket_));  // no operation is pending on it: this is a read's handler
+    } else {
+      beast::error_code ignored;
+      socket_.close(ignored);  // pending operations end with operation_aborted
+    }
     done_(std::move(result_));
   }
 
@@ -286,6 +340,7 @@ class Exchange : public std::enable_shared_from_this<Exchange> {
   bool header_seen_ = false;
   bool ended_ = false;
   std::int64_t arrival_ns_ = 0, read_ns_ = 0;  // of the last receive()
+  std::uint64_t received_ = 0;                 // bytes of the answer so far
   std::string wire_;
   LoadResult result_;
 };

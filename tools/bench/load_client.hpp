@@ -1,7 +1,9 @@
 #pragma once
 // An event-driven HTTP/1.1 load client (Boost.Asio and Beast, behind this header): the thread
 // that calls run() drives every connection, thousands at once, with no thread per connection.
-// Each request gets a connection of its own, closed after its answer. Answers with
+// Each request gets a connection of its own, closed after its answer, unless keep_alive is set
+// (LoadClientOptions): then an answer the server lets stay open leaves its connection idle for
+// the next request, as pooled clients (aiohttp, httpx) do. Answers with
 // `Content-Type: text/event-stream` are read as Server-Sent Events (actors/http/sse_parser.hpp),
 // each event's data kept with the time its bytes arrived (steady_clock, which is
 // CLOCK_MONOTONIC on Linux: comparable across the processes of one machine; see SseEvent);
@@ -70,6 +72,7 @@ struct LoadResult {
                                // after release_ns)
   std::int64_t header_ns = 0;  // the header's arrival (as SseEvent::arrival_ns)
   std::int64_t end_ns = 0;     // when the exchange ended here
+  bool reused = false;         // sent on a connection an earlier exchange left open
   std::vector<SseEvent> events;  // event-stream answers
   std::string body;              // other answers
 };
@@ -79,6 +82,11 @@ struct LoadClientOptions {
   std::uint32_t max_connecting = 256;  // connects in progress at once (a burst past the
                                        // server's accept backlog waits for SYN retries)
   bool kernel_timestamps = true;       // SO_TIMESTAMPNS arrival times (see SseEvent)
+  // HTTP/1.1 keep-alive: a complete answer that the server does not close leaves its connection
+  // idle, and the next exchange takes an idle one before it opens another (requests closed on
+  // purpose never take one). A request on a reused connection that the server had closed, found
+  // before any of the answer came, is sent again once on a new connection.
+  bool keep_alive = false;
 };
 
 class LoadClient {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -95,7 +96,11 @@ class ScriptedServer {
     for (auto& t : connections_) t.join();
     ::close(fd_);
   }
-  LoadClient client() const { return LoadClient(LoadClientOptions{Endpoint{"127.0.0.1", port_}}); }
+  LoadClient client(bool keep_alive = false) const {
+    LoadClientOptions o{Endpoint{"127.0.0.1", port_}};
+    o.keep_alive = keep_alive;
+    return LoadClient(std::move(o));
+  }
 
  private:
   std::function<void(int)> script_;
@@ -313,4 +318,79 @@ BOOST_AUTO_TEST_CASE(starts_each_exchange_at_its_release_time_and_times_it_from_
     // Not held back for ever (a loose bound: this is no timing test; a loaded machine may stall).
     BOOST_TEST(results[i].start_ns - reqs[i].release_ns < 1'000'000'000);
   }
+}
+
+namespace {
+
+// `count` GETs, one at a time, on `client`.
+std::vector<LoadResult> one_at_a_time(LoadClient& client, std::size_t count) {
+  LoadRequest get;
+  get.method = "GET";
+  get.target = "/health";
+  std::size_t sent = 0;
+  std::vector<LoadResult> results;
+  client.run(
+      1, [&]() -> std::optional<LoadRequest> { return sent++ < count ? std::optional(get) : std::nullopt; },
+      [&](LoadResult r) { results.push_back(std::move(r)); });
+  return results;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(keep_alive_sends_the_next_requests_on_the_connection_an_answer_left_open) {
+  std::atomic<int> accepted{0};
+  ScriptedServer server([&](int fd) {
+    ++accepted;
+    while (read_header(fd).ends_with("\r\n\r\n")) send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+  });
+  auto client = server.client(true);
+  const auto results = one_at_a_time(client, 5);
+  BOOST_REQUIRE_EQUAL(results.size(), 5u);
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    BOOST_TEST(to_string(results[k].outcome) == "complete");
+    BOOST_TEST(results[k].body == "ok");
+    BOOST_TEST(results[k].reused == (k > 0));
+  }
+  BOOST_TEST(accepted == 1);
+}
+
+BOOST_AUTO_TEST_CASE(keep_alive_opens_a_new_connection_after_an_answer_that_closes_its_own) {
+  std::atomic<int> accepted{0};
+  ScriptedServer server([&](int fd) {
+    ++accepted;
+    read_header(fd);
+    send_all(fd, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok");
+  });
+  auto client = server.client(true);
+  const auto results = one_at_a_time(client, 3);
+  BOOST_REQUIRE_EQUAL(results.size(), 3u);
+  for (const auto& r : results) {
+    BOOST_TEST(to_string(r.outcome) == "complete");
+    BOOST_TEST(!r.reused);
+  }
+  BOOST_TEST(accepted == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_request_on_a_kept_connection_the_server_closed_unanswered_goes_again_on_a_new_one) {
+  // The first connection answers once, then takes the next request and closes without an answer
+  // (a keep-alive timeout racing it); the second answers.
+  std::atomic<int> accepted{0};
+  ScriptedServer server([&](int fd) {
+    if (accepted++ == 0) {
+      read_header(fd);
+      send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfirst");
+      read_header(fd);
+      return;
+    }
+    read_header(fd);
+    send_all(fd, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond");
+  });
+  auto client = server.client(true);
+  const auto results = one_at_a_time(client, 2);
+  BOOST_REQUIRE_EQUAL(results.size(), 2u);
+  BOOST_TEST(results[0].body == "first");
+  BOOST_TEST(to_string(results[1].outcome) == "complete");
+  BOOST_TEST(results[1].body == "second");
+  BOOST_TEST(!results[1].reused);  // it ended on the new connection
+  BOOST_TEST(accepted == 2);
 }
