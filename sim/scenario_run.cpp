@@ -111,18 +111,23 @@ std::string scenario_table(const ScenarioOutcome& o) {
     for (std::size_t p = 0; p < w.points.size(); ++p)
       for (auto& r : regime_results(o, w, p)) rows.push_back(std::move(r));
     out += summary_table(rows);
-    std::uint64_t refused = 0, too_long = 0, unavailable = 0, errored = 0;
+    std::uint64_t refused = 0, too_long = 0, invalid = 0, unavailable = 0, errored = 0;
     std::string first_error;
     for (const auto& point : w.points)
       for (const auto& r : point) {
         refused += r.refused;
         too_long += r.too_long;
+        invalid += r.invalid;
         unavailable += r.unavailable;
         errored += r.errored;
         if (first_error.empty()) first_error = r.first_error;
       }
-    if (refused > too_long)
-      out += std::to_string(refused - too_long) + " submissions refused: the queue was full (scheduler.max_queue_len)\n";
+    if (refused > too_long + invalid)
+      out += std::to_string(refused - too_long - invalid) +
+             " submissions refused: the queue was full (scheduler.max_queue_len)\n";
+    if (invalid > 0)
+      out += std::to_string(invalid) + " submissions refused as invalid: the simulator built requests its scheduler " +
+             "does not take (a bug; please report it with the scenario)\n";
     if (too_long > 0)
       out += std::to_string(too_long) + " submissions refused as too long: prompt + max_tokens fits no " +
              "sequence (model.max_model_len, the KV cache or, without chunked prefill, the token budget)\n";

@@ -124,9 +124,11 @@ void submit(driver_ptr self) {
   self->request(st.scheduler, caf::infinite, std::move(spec), caf::actor_cast<scheduler::token_sink>(self))
       .then([self](scheduler::SubmitStatus status) {
         if (status == scheduler::SubmitStatus::accepted) return;
-        // A failed request: the engine lost a component (a worker), or queue_full or too_long.
+        // A failed request: the engine lost a component (a worker), or queue_full, too_long or
+        // invalid.
         ++(status == scheduler::SubmitStatus::unavailable ? self->state.run->unavailable : self->state.run->refused);
         if (status == scheduler::SubmitStatus::too_long) ++self->state.run->too_long;
+        if (status == scheduler::SubmitStatus::invalid) ++self->state.run->invalid;
         request_done(self);
       },
       [self](const caf::error&) {  // no answer at all: the scheduler is gone (its down message says why)

@@ -23,8 +23,10 @@ struct Run {
   std::vector<RequestTiming> timings;         // index = request id - 1
   std::vector<scheduler::StepRecord> steps;   // relative times
   std::atomic<std::size_t> done{0};           // finished or refused
-  std::uint64_t refused = 0;                  // submissions answered queue_full or too_long
+  std::uint64_t refused = 0;                  // submissions answered queue_full, too_long or invalid
   std::uint64_t too_long = 0;                 // of those, too_long
+  std::uint64_t invalid = 0;                  // of those, invalid (the driver built a request the
+                                              // scheduler refuses: a bug, reported as one)
   std::uint64_t unavailable = 0;              // submissions refused by a failed engine
   std::uint64_t errored = 0;                  // requests the engine ended with an error
   std::string first_error;                    // the engine's word for the first of them

@@ -59,6 +59,7 @@ SimulationResult result_of(Run& run, const SimBackend& backend, const Simulation
   out.summary_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - summary0).count();
   out.refused = run.refused;
   out.too_long = run.too_long;
+  out.invalid = run.invalid;
   out.unavailable = run.unavailable;
   out.errored = run.errored;
   out.first_error = run.first_error;

@@ -44,8 +44,9 @@ struct SimulationResult {
   std::vector<RequestTiming> requests;       // in submission order (id = index + 1)
   std::vector<scheduler::StepRecord> steps;  // steps that ran sequences, times relative
   Summary summary;
-  std::uint64_t refused = 0;                 // submissions answered queue_full or too_long
+  std::uint64_t refused = 0;                 // submissions answered queue_full, too_long or invalid
   std::uint64_t too_long = 0;                // of those, too_long (prompt + max_tokens never fits)
+  std::uint64_t invalid = 0;                 // of those, invalid (Run::invalid)
   std::uint64_t unavailable = 0;             // submissions refused by a failed engine (wall clock)
   std::uint64_t errored = 0;                 // requests the engine ended with an error
   std::string first_error;                   // what the engine said of the first of them
