@@ -321,7 +321,13 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
   // Tokenizing takes about a millisecond per few kilobytes of text: a large prompt is tokenized
   // on a side thread, so that the other streams of this I/O thread do not wait for it.
   if (req.body().size() <= kTokenizeInlineBytes) {
-    if (auto e = session->prepare()) return refuse(*e, session.get());
+    std::optional<ApiError> error;
+    try {
+      error = session->prepare();
+    } catch (const std::exception& e) {  // as on the side thread: logged, answered with the id
+      error = ApiError{500, std::string("internal error: ") + e.what(), "server_error", "", "internal_error"};
+    }
+    if (error) return refuse(*error, session.get());
     return std::make_shared<ApiCall>(*t.host, c, std::move(session), meta, t0)->start();
   }
   asio::post(tokenizing, [this, c, &t, session = std::shared_ptr<CompletionSession>(std::move(session)), meta, t0]() mutable {

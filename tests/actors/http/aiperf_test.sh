@@ -36,7 +36,7 @@ export AIPERF_UI_TYPE=simple
 profile() {  # NAME ARGS...
   local name=$1
   shift
-  timeout 240 "$venv/bin/aiperf" profile --model SmolLM2-135M-Instruct --url "$url" --tokenizer "$tokenizer" \
+  timeout --kill-after=10 240 "$venv/bin/aiperf" profile --model SmolLM2-135M-Instruct --url "$url" --tokenizer "$tokenizer" \
     --ui-type simple --artifact-dir "$work/$name" "$@" > "$work/$name.log" 2>&1 ||
     { local rc=$?; tail -n 30 "$work/$name.log" >&2; fail "aiperf ($name) exited $rc"; }
 }
