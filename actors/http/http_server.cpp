@@ -4,6 +4,7 @@
 #include "actors/http/connection.hpp"
 #include "actors/http/prometheus.hpp"
 #include "actors/http/server_metrics.hpp"
+#include "actors/http/tokenize.hpp"
 #include "actors/serving/served_model.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -236,6 +237,13 @@ void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req
   if (post && path == "/v1/completions") return complete(Endpoint::completions, c, std::move(req), t);
   if (post && path == "/v1/chat/completions") return complete(Endpoint::chat, c, std::move(req), t);
   if (get && path == "/health") return c->respond(json_response(beast_http::status::ok, "{\"status\":\"ok\"}"));
+  if (post && (path == "/tokenize" || path == "/detokenize"))  // vLLM's; on a pool thread, as a long prompt takes time
+    return respond_blocking(c, [this, tokenize = path == "/tokenize", body = std::move(req.body())] {
+      const TokenizeContext ctx{model.codec(), model.vocab_size(), model.max_model_len(), served_name, response_name};
+      auto answer = tokenize ? tokenize_json(body, ctx) : detokenize_json(body, ctx);
+      if (auto* e = std::get_if<ApiError>(&answer)) return error_response(*e);
+      return json_response(beast_http::status::ok, std::get<std::string>(answer));
+    });
   if (get && path == "/v1/models") {
     if (!authorized(req))
       return c->respond(error_response(ApiError{401, "missing or wrong API key", "authentication_error", "", "invalid_api_key"}));

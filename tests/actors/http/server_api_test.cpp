@@ -249,3 +249,57 @@ BOOST_AUTO_TEST_CASE(a_repeated_prompt_reports_the_prompt_tokens_the_prefix_cach
   BOOST_REQUIRE(!chunks.empty());
   BOOST_TEST(chunks.back()["usage"]["prompt_tokens_details"]["cached_tokens"] == (prompt_tokens - 1) / 16 * 16);
 }
+
+BOOST_AUTO_TEST_CASE(tokenize_counts_a_prompt_as_the_completion_endpoints_do_and_detokenize_inverts_it) {
+  auto c = server().client();
+  const json chat = json::parse(
+      post_json(c, "/tokenize", {{"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}}})->body);
+  BOOST_TEST(chat["count"] == 37);  // the chat answer's usage.prompt_tokens (transformers' template length)
+  BOOST_TEST(chat["tokens"].size() == 37u);
+  BOOST_TEST(chat["token_strs"].is_null());
+  BOOST_TEST(chat["max_model_len"] > 0);
+  const std::string text = "The capital of France is";
+  auto r = post_json(c, "/tokenize", {{"model", kModel}, {"prompt", text}, {"return_token_strs", true}});
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->status == 200);
+  const json raw = json::parse(r->body);
+  const json answered = completion({{"model", kModel}, {"prompt", text}, {"max_tokens", 1}});
+  BOOST_TEST(raw["count"] == answered["usage"]["prompt_tokens"]);
+  std::string joined;
+  for (const auto& s : raw["token_strs"]) joined += s.get<std::string>();
+  BOOST_TEST(joined == text);
+  auto d = post_json(c, "/detokenize", {{"tokens", raw["tokens"]}});
+  BOOST_REQUIRE(d);
+  BOOST_TEST(d->status == 200);
+  BOOST_TEST(json::parse(d->body)["prompt"] == text);
+  // Special tokens are written out, as HF's decode writes them.
+  auto s = post_json(c, "/detokenize", {{"tokens", {chat["tokens"][0]}}});
+  BOOST_TEST(json::parse(s->body)["prompt"] == "<|im_start|>");
+}
+
+BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_refuse_what_they_do_not_take_naming_it) {
+  struct Case {
+    const char* path;
+    json body;
+    int status;
+    const char* param;
+  };
+  const std::vector<Case> cases = {
+      {"/tokenize", {{"prompt", "x"}, {"max_tokens", 3}}, 400, "max_tokens"},
+      {"/tokenize", {{"prompt", "x"}, {"messages", json::array()}}, 400, "prompt"},
+      {"/tokenize", {{"prompt", {"a", "b"}}}, 400, "prompt"},
+      {"/tokenize", json::object(), 400, "prompt"},
+      {"/tokenize", {{"prompt", "x"}, {"return_token_strs", 1}}, 400, "return_token_strs"},
+      {"/tokenize", {{"model", "gpt-4"}, {"prompt", "x"}}, 404, "model"},
+      {"/detokenize", {{"tokens", {1, 99999999}}}, 400, "tokens"},
+      {"/detokenize", {{"tokens", "1"}}, 400, "tokens"},
+      {"/detokenize", {{"tokens", {1}}, {"skip", true}}, 400, "skip"},
+  };
+  auto c = server().client();
+  for (const auto& k : cases) {
+    auto r = post_json(c, k.path, k.body);
+    BOOST_REQUIRE(r);
+    BOOST_TEST(r->status == k.status, k.path << " " << k.body.dump() << ": " << r->body);
+    BOOST_TEST(json::parse(r->body)["error"]["param"] == k.param, k.path << " " << k.body.dump() << ": " << r->body);
+  }
+}
