@@ -112,7 +112,14 @@ struct HttpServer::Impl {
   void dispatch(const std::shared_ptr<Connection>&, Request&&, IoThread&);
   void complete(Endpoint, const std::shared_ptr<Connection>&, Request&&, IoThread&);
   // Runs `answer` (which may wait on the engine) on the blocking pool, responds on `c`'s thread.
-  void respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer);
+  // `answer` runs on `pool` (blocking: engine queries; tokenizing: long prompts' tokenization),
+  // and its response is written on the connection's own thread.
+  void respond_on(asio::thread_pool& pool, const std::shared_ptr<Connection>& c, std::function<Response()> answer);
+  void respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer) {
+    respond_on(blocking, c, std::move(answer));
+  }
+  // vLLM's /tokenize (encode) or /detokenize: small bodies inline, large ones on `tokenizing`.
+  void tokenize(const std::shared_ptr<Connection>& c, Request&& req, bool encode);
   void access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0);
 };
 
@@ -191,10 +198,11 @@ std::optional<ApiError> HttpServer::Impl::gate(const Request& req) const {
   return std::nullopt;
 }
 
-void HttpServer::Impl::respond_blocking(const std::shared_ptr<Connection>& c, std::function<Response()> answer) {
+void HttpServer::Impl::respond_on(asio::thread_pool& pool, const std::shared_ptr<Connection>& c,
+                                  std::function<Response()> answer) {
   // The connection goes back to its thread inside the handler posted there: the pool thread must
   // never hold its last reference (a connection is destroyed on its own thread).
-  asio::post(blocking, [c, answer = std::move(answer)]() mutable {
+  asio::post(pool, [c, answer = std::move(answer)]() mutable {
     Response res;
     try {
       res = answer();
@@ -237,13 +245,7 @@ void HttpServer::Impl::route(const std::shared_ptr<Connection>& c, Request&& req
   if (post && path == "/v1/completions") return complete(Endpoint::completions, c, std::move(req), t);
   if (post && path == "/v1/chat/completions") return complete(Endpoint::chat, c, std::move(req), t);
   if (get && path == "/health") return c->respond(json_response(beast_http::status::ok, "{\"status\":\"ok\"}"));
-  if (post && (path == "/tokenize" || path == "/detokenize"))  // vLLM's; on a pool thread, as a long prompt takes time
-    return respond_blocking(c, [this, tokenize = path == "/tokenize", body = std::move(req.body())] {
-      const TokenizeContext ctx{model.codec(), model.vocab_size(), model.max_model_len(), served_name, response_name};
-      auto answer = tokenize ? tokenize_json(body, ctx) : detokenize_json(body, ctx);
-      if (auto* e = std::get_if<ApiError>(&answer)) return error_response(*e);
-      return json_response(beast_http::status::ok, std::get<std::string>(answer));
-    });
+  if (post && (path == "/tokenize" || path == "/detokenize")) return tokenize(c, std::move(req), path == "/tokenize");
   if (get && path == "/v1/models") {
     if (!authorized(req))
       return c->respond(error_response(ApiError{401, "missing or wrong API key", "authentication_error", "", "invalid_api_key"}));
@@ -358,6 +360,18 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
       std::make_shared<ApiCall>(*t.host, c, std::move(owned), meta, t0)->start();
     });
   });
+}
+
+void HttpServer::Impl::tokenize(const std::shared_ptr<Connection>& c, Request&& req, bool encode) {
+  const bool inline_body = req.body().size() <= kTokenizeInlineBytes;
+  auto answer = [this, encode, body = std::move(req.body())] {
+    const TokenizeContext ctx{model.codec(), model.vocab_size(), model.max_model_len(), served_name, response_name};
+    auto a = encode ? tokenize_json(body, ctx) : detokenize_json(body, ctx);
+    if (auto* e = std::get_if<ApiError>(&a)) return error_response(*e);
+    return json_response(beast_http::status::ok, std::get<std::string>(a));
+  };
+  if (inline_body) return c->respond(answer());  // an exception: dispatch() answers 500
+  respond_on(tokenizing, c, std::move(answer));
 }
 
 void HttpServer::Impl::access_log(const std::string& id, int status, const CompletionSession* s, Clock::time_point t0) {

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <iterator>
 #include <set>
 
 namespace actorlm::http {
@@ -26,6 +28,8 @@ std::variant<json, ApiError> read_body(std::string_view body, const std::set<std
     return ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", "invalid_json"};
   }
   if (!doc.is_object()) return bad_field("", std::string("the body must be a JSON object"));
+  // A field given as null is absent, as on the /v1 endpoints (and vLLM's Optional fields).
+  for (auto it = doc.begin(); it != doc.end();) it = it->is_null() ? doc.erase(it) : std::next(it);
   for (const auto& [key, _] : doc.items())
     if (!allowed.count(key)) return bad_field(key, key + ": unknown or unsupported field for " + endpoint);
   return doc;
@@ -76,7 +80,7 @@ std::variant<std::string, ApiError> tokenize_json(std::string_view body, const T
   json out{{"count", tokens.size()}, {"max_model_len", ctx.max_model_len}, {"tokens", tokens}, {"token_strs", nullptr}};
   if (token_strs) {
     json strs = json::array();
-    for (const auto t : tokens) strs.push_back(ctx.codec.token_text(t));
+    for (const auto t : tokens) strs.push_back(ctx.codec.token_piece(t));
     out["token_strs"] = std::move(strs);
   }
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -92,10 +96,12 @@ std::variant<std::string, ApiError> detokenize_json(std::string_view body, const
   std::vector<serving::Token> ids;
   for (std::size_t i = 0; i < doc["tokens"].size(); ++i) {
     const auto& v = doc["tokens"][i];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= std::int64_t(ctx.vocab_size))
+    // Integers, and floats with an integral value (as /v1 and pydantic take them).
+    const double x = v.is_number() ? v.get<double>() : -1;
+    if (!v.is_number() || x < 0 || x >= double(ctx.vocab_size) || x != std::floor(x))
       return bad_field("tokens", "tokens[" + std::to_string(i) + "]: expected a token id in [0, " +
-                                     std::to_string(ctx.vocab_size) + "), found " + v.dump());
-    ids.push_back(static_cast<serving::Token>(v.get<std::int64_t>()));
+                                     std::to_string(ctx.vocab_size) + "), found " + quote_safely(v.dump(), 40));
+    ids.push_back(static_cast<serving::Token>(x));
   }
   auto detok = ctx.codec.detokenizer(false);  // special tokens written out, as HF's decode
   std::string text;

@@ -7,11 +7,12 @@
 //             add_special_tokens, default true) or /v1/chat/completions (the chat template, with
 //             add_generation_prompt, continue_final_message, chat_template_kwargs and
 //             add_special_tokens, default false) would make it. "return_token_strs": true lists
-//             each token's text; otherwise token_strs is null.
+//             each token as the vocabulary spells it (HF's convert_ids_to_tokens, as vLLM);
+//             otherwise token_strs is null.
 //   /detokenize {"tokens": [...]} -> {"prompt": "..."}: the ids' text with special tokens
 //             written out (HF's decode), invalid UTF-8 replaced by U+FFFD.
-// "model" may be left out, as on the other endpoints. Any other field is a 400 naming it, and so
-// is an id outside the vocabulary.
+// "model" may be left out, as on the other endpoints, and a field given as null is absent. Any
+// other field is a 400 naming it, and so is an id outside the vocabulary.
 
 #include "actors/http/api_error.hpp"
 #include "actors/serving/text_codec.hpp"

@@ -54,6 +54,11 @@ class TokenizerCodec final : public TextCodec {
     if (t < 0 || static_cast<std::size_t>(t) >= tok_.size()) return {};
     return std::string(tok_.token_bytes(t));
   }
+  std::string token_piece(Token t) const override {
+    const auto& pieces = tok_.vocabulary().tokens;
+    if (t < 0 || static_cast<std::size_t>(t) >= pieces.size()) return {};
+    return pieces[static_cast<std::size_t>(t)];
+  }
   std::uint32_t size() const override { return static_cast<std::uint32_t>(tok_.size()); }
 
  private:

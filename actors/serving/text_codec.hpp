@@ -45,6 +45,9 @@ class TextCodec {
   std::unique_ptr<Detokenizer> detokenizer() const { return detokenizer(true); }
   // One token's text for logprobs (its bytes; may be a partial character).
   virtual std::string token_text(Token) const = 0;
+  // The token as the vocabulary spells it (HF's convert_ids_to_tokens: byte-level pieces such as
+  // "Ġcapital", valid UTF-8 even where the token's bytes are part of a character).
+  virtual std::string token_piece(Token t) const { return token_text(t); }
   // Token ids a prompt may hold: [0, size()).
   virtual std::uint32_t size() const = 0;
   virtual bool synthetic() const { return false; }

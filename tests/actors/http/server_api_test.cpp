@@ -252,29 +252,35 @@ BOOST_AUTO_TEST_CASE(a_repeated_prompt_reports_the_prompt_tokens_the_prefix_cach
 
 BOOST_AUTO_TEST_CASE(tokenize_counts_a_prompt_as_the_completion_endpoints_do_and_detokenize_inverts_it) {
   auto c = server().client();
-  const json chat = json::parse(
-      post_json(c, "/tokenize", {{"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}}})->body);
+  auto rc = post_json(c, "/tokenize", {{"messages", {{{"role", "user"}, {"content", "What is the capital of France?"}}}}});
+  BOOST_REQUIRE(rc);
+  const json chat = json::parse(rc->body);
   BOOST_TEST(chat["count"] == 37);  // the chat answer's usage.prompt_tokens (transformers' template length)
   BOOST_TEST(chat["tokens"].size() == 37u);
   BOOST_TEST(chat["token_strs"].is_null());
   BOOST_TEST(chat["max_model_len"] > 0);
   const std::string text = "The capital of France is";
-  auto r = post_json(c, "/tokenize", {{"model", kModel}, {"prompt", text}, {"return_token_strs", true}});
+  auto r = post_json(c, "/tokenize", {{"model", nullptr}, {"prompt", text}, {"return_token_strs", true}});  // null: absent
   BOOST_REQUIRE(r);
   BOOST_TEST(r->status == 200);
   const json raw = json::parse(r->body);
   const json answered = completion({{"model", kModel}, {"prompt", text}, {"max_tokens", 1}});
   BOOST_TEST(raw["count"] == answered["usage"]["prompt_tokens"]);
-  std::string joined;
-  for (const auto& s : raw["token_strs"]) joined += s.get<std::string>();
-  BOOST_TEST(joined == text);
+  // The vocabulary's pieces, as HF's convert_ids_to_tokens spells them (vLLM's token_strs).
+  const std::vector<std::string> pieces = {"The", "\u0120capital", "\u0120of", "\u0120France", "\u0120is"};
+  BOOST_TEST(raw["token_strs"].get<std::vector<std::string>>() == pieces, raw["token_strs"].dump());
   auto d = post_json(c, "/detokenize", {{"tokens", raw["tokens"]}});
   BOOST_REQUIRE(d);
   BOOST_TEST(d->status == 200);
   BOOST_TEST(json::parse(d->body)["prompt"] == text);
   // Special tokens are written out, as HF's decode writes them.
   auto s = post_json(c, "/detokenize", {{"tokens", {chat["tokens"][0]}}});
+  BOOST_REQUIRE(s);
   BOOST_TEST(json::parse(s->body)["prompt"] == "<|im_start|>");
+  // A float with an integral value is an id, as on /v1.
+  auto f = post_json(c, "/detokenize", {{"tokens", {double(raw["tokens"][0].get<int>())}}});
+  BOOST_REQUIRE(f);
+  BOOST_TEST(json::parse(f->body)["prompt"] == "The");
 }
 
 BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_refuse_what_they_do_not_take_naming_it) {
@@ -294,6 +300,7 @@ BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_refuse_what_they_do_not_take_naming
       {"/detokenize", {{"tokens", {1, 99999999}}}, 400, "tokens"},
       {"/detokenize", {{"tokens", "1"}}, 400, "tokens"},
       {"/detokenize", {{"tokens", {1}}, {"skip", true}}, 400, "skip"},
+      {"/detokenize", {{"tokens", {1.5}}}, 400, "tokens"},
   };
   auto c = server().client();
   for (const auto& k : cases) {
@@ -302,4 +309,9 @@ BOOST_AUTO_TEST_CASE(tokenize_and_detokenize_refuse_what_they_do_not_take_naming
     BOOST_TEST(r->status == k.status, k.path << " " << k.body.dump() << ": " << r->body);
     BOOST_TEST(json::parse(r->body)["error"]["param"] == k.param, k.path << " " << k.body.dump() << ": " << r->body);
   }
+  // What a bad id is quoted with stays short, whatever the client sent.
+  auto r = post_json(c, "/detokenize", {{"tokens", {std::string(100000, 'x')}}});
+  BOOST_REQUIRE(r);
+  BOOST_TEST(r->status == 400);
+  BOOST_TEST(r->body.size() < 400u, r->body.size());
 }
