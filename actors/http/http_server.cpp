@@ -321,9 +321,7 @@ void HttpServer::Impl::complete(Endpoint ep, const std::shared_ptr<Connection>& 
   auto parsed = parse_request(ep, req.body(), served_name);
   if (auto* e = std::get_if<ApiError>(&parsed)) return refuse(*e);
   auto& body = std::get<CompletionRequest>(parsed);
-  if (body.model != served_name && body.model != response_name)
-    return refuse(ApiError{404, "model: \"" + body.model + "\" is not served here; this server serves \"" + served_name + "\"",
-                           "invalid_request_error", "model", "model_not_found"});
+  if (auto e = model_not_served(body.model, served_name, response_name)) return refuse(*e);
   auto session = std::make_unique<CompletionSession>(model, std::move(body), engine_ids);
   const ResponseMeta meta{ep, id,
                           std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),

@@ -323,19 +323,34 @@ CompletionRequest parse(Endpoint ep, const json& body, std::string_view served_m
 
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string_view body, std::string_view served_model) {
+std::variant<json, ApiError> read_json_body(std::string_view body) {
   if (auto refused = check_json_body(body)) return *refused;  // bad UTF-8, depth, numbers, duplicate keys
-  json doc;
   try {
-    doc = json::parse(body);
+    return json::parse(body);
   } catch (const json::parse_error& e) {
     return ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", "invalid_json"};
   }
+}
+
+std::variant<CompletionRequest, ApiError> parse_request_document(Endpoint ep, const json& body,
+                                                                 std::string_view served_model) {
   try {
-    return parse(ep, doc, served_model);
+    return parse(ep, body, served_model);
   } catch (const Bad& b) {
     return b.error;
   }
+}
+
+std::variant<CompletionRequest, ApiError> parse_request(Endpoint ep, std::string_view body, std::string_view served_model) {
+  auto doc = read_json_body(body);
+  if (auto* e = std::get_if<ApiError>(&doc)) return *e;
+  return parse_request_document(ep, std::get<json>(doc), served_model);
+}
+
+std::optional<ApiError> model_not_served(std::string_view asked, std::string_view served, std::string_view also) {
+  if (asked == served || (!also.empty() && asked == also)) return std::nullopt;
+  return ApiError{404, "model: \"" + std::string(asked) + "\" is not served here; this server serves \"" + std::string(served) + "\"",
+                  "invalid_request_error", "model", "model_not_found"};
 }
 
 }  // namespace actorlm::http

@@ -9,6 +9,8 @@
 #include "actors/http/api_error.hpp"
 #include "model/tokenizer/chat_template.hpp"
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -77,5 +79,15 @@ struct CompletionRequest {
 // leave it out); empty: "model" is required.
 std::variant<CompletionRequest, ApiError> parse_request(Endpoint, std::string_view body,
                                                         std::string_view served_model = {});
+// The same, from a document read_json_body gave (a caller that looks at the body first).
+std::variant<CompletionRequest, ApiError> parse_request_document(Endpoint, const nlohmann::json& body,
+                                                                 std::string_view served_model = {});
+
+// A request body as a JSON document, refused as every endpoint refuses one: check_json_body's
+// 400s (bad UTF-8, depth, numbers, duplicate keys), then a syntax error's 400 "invalid_json".
+std::variant<nlohmann::json, ApiError> read_json_body(std::string_view body);
+
+// The 404 for a "model" other than the served one (`also`: another name the server answers to).
+std::optional<ApiError> model_not_served(std::string_view asked, std::string_view served, std::string_view also = {});
 
 }  // namespace actorlm::http

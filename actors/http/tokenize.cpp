@@ -16,32 +16,18 @@ using nlohmann::json;
 
 namespace {
 
-// The body as a JSON object, refused as /v1/* refuse theirs (bad UTF-8, depth, numbers,
-// duplicate keys, syntax), then each key checked against `allowed`.
+// The body as a JSON object, read as the /v1 endpoints read theirs, each key checked against
+// `allowed`. A field given as null is absent, as on /v1 (and vLLM's Optional fields).
 std::variant<json, ApiError> read_body(std::string_view body, const std::set<std::string>& allowed,
                                        const char* endpoint) {
-  if (auto refused = check_json_body(body)) return *refused;
-  json doc;
-  try {
-    doc = json::parse(body);
-  } catch (const json::parse_error& e) {
-    return ApiError{400, std::string("the body is not valid JSON: ") + e.what(), "invalid_request_error", "", "invalid_json"};
-  }
+  auto read = read_json_body(body);
+  if (auto* e = std::get_if<ApiError>(&read)) return *e;
+  json doc = std::move(std::get<json>(read));
   if (!doc.is_object()) return bad_field("", std::string("the body must be a JSON object"));
-  // A field given as null is absent, as on the /v1 endpoints (and vLLM's Optional fields).
   for (auto it = doc.begin(); it != doc.end();) it = it->is_null() ? doc.erase(it) : std::next(it);
   for (const auto& [key, _] : doc.items())
     if (!allowed.count(key)) return bad_field(key, key + ": unknown or unsupported field for " + endpoint);
   return doc;
-}
-
-std::optional<ApiError> check_model(const json& doc, const TokenizeContext& ctx) {
-  if (!doc.contains("model")) return std::nullopt;
-  if (!doc["model"].is_string()) return bad_field("model", "model: expected a string");
-  const auto name = doc["model"].get<std::string>();
-  if (name == ctx.served_name || name == ctx.response_name) return std::nullopt;
-  return ApiError{404, "model: \"" + name + "\" is not served here; this server serves \"" + std::string(ctx.served_name) + "\"",
-                  "invalid_request_error", "model", "model_not_found"};
 }
 
 }  // namespace
@@ -61,7 +47,6 @@ std::variant<std::string, ApiError> tokenize_json(std::string_view body, const T
   for (const auto& [key, _] : doc.items())
     if (!(is_chat ? chat : completion).count(key))
       return bad_field(key, key + ": not with " + (is_chat ? "\"messages\"" : "\"prompt\"") + " in /tokenize");
-  if (auto e = check_model(doc, ctx)) return *e;
   bool token_strs = false;
   if (doc.contains("return_token_strs")) {
     if (!doc["return_token_strs"].is_boolean()) return bad_field("return_token_strs", "return_token_strs: expected a boolean");
@@ -70,9 +55,10 @@ std::variant<std::string, ApiError> tokenize_json(std::string_view body, const T
   }
   if (!is_chat && !doc.contains("prompt")) return bad_field("prompt", "prompt: required (or \"messages\")");
   // The same reading as the completion endpoints, so the count is what they will count.
-  auto parsed = parse_request(is_chat ? Endpoint::chat : Endpoint::completions, doc.dump(), ctx.served_name);
+  auto parsed = parse_request_document(is_chat ? Endpoint::chat : Endpoint::completions, doc, ctx.served_name);
   if (auto* e = std::get_if<ApiError>(&parsed)) return *e;
   const auto& req = std::get<CompletionRequest>(parsed);
+  if (auto e = model_not_served(req.model, ctx.served_name, ctx.response_name)) return *e;
   if (req.prompts.size() > 1) return bad_field("prompt", "prompt: one prompt per call, found " + std::to_string(req.prompts.size()));
   auto inputs = prompt_inputs(req, ctx.codec, ctx.vocab_size);
   if (auto* e = std::get_if<ApiError>(&inputs)) return *e;
@@ -90,7 +76,10 @@ std::variant<std::string, ApiError> detokenize_json(std::string_view body, const
   auto read = read_body(body, {"model", "tokens"}, "/detokenize");
   if (auto* e = std::get_if<ApiError>(&read)) return *e;
   const json& doc = std::get<json>(read);
-  if (auto e = check_model(doc, ctx)) return *e;
+  if (doc.contains("model")) {
+    if (!doc["model"].is_string()) return bad_field("model", "model: expected a string");
+    if (auto e = model_not_served(doc["model"].get<std::string>(), ctx.served_name, ctx.response_name)) return *e;
+  }
   if (!doc.contains("tokens") || !doc["tokens"].is_array())
     return bad_field("tokens", "tokens: expected an array of token ids");
   std::vector<serving::Token> ids;
