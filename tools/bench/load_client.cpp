@@ -55,6 +55,17 @@ std::string wire_request(const LoadRequest& r, const Endpoint& ep) {
   return s;
 }
 
+// A connection nothing can be read from yet (0 would be the server's FIN, > 0 an answer it
+// sent unasked, such as a 408): still open and quiet. Otherwise it is closed here.
+bool quiet_or_close(tcp::socket& s) {
+  char c;
+  const auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+  beast::error_code ignored;
+  s.close(ignored);
+  return false;
+}
+
 // What the exchanges share: the io_context, the resolved address, the connect queue (at most
 // max_connecting connects in progress), the slow connections held.
 struct ClientCore {
@@ -73,11 +84,7 @@ struct ClientCore {
     while (!idle.empty()) {
       tcp::socket s = std::move(idle.back());
       idle.pop_back();
-      char c;
-      const auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return s;
-      beast::error_code ignored;
-      s.close(ignored);
+      if (quiet_or_close(s)) return s;
     }
     return std::nullopt;
   }
@@ -419,17 +426,7 @@ std::size_t LoadClient::open_slow(std::size_t count) {
 
 std::size_t LoadClient::slow_still_open() {
   auto& slow = impl_->slow;
-  std::erase_if(slow, [](tcp::socket& s) {
-    char c;
-    // Open while nothing can be read yet: 0 is the server's FIN, > 0 an answer (408, 400...).
-    const auto n = ::recv(s.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    const bool open = n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (!open) {
-      beast::error_code ignored;
-      s.close(ignored);
-    }
-    return !open;
-  });
+  std::erase_if(slow, [](tcp::socket& s) { return !quiet_or_close(s); });
   return slow.size();
 }
 
