@@ -9,6 +9,9 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -52,6 +55,19 @@ std::optional<caf::expected<worker_actor>> try_reach(caf::actor_system& sys, con
   return result.get();
 }
 
+// Whether a plain TCP connection to the worker opens. CAF's TLS middleman answers
+// cannot_connect_to_node both for a refused connection and for a handshake the worker refused at
+// once (before the nonblocking session existed); this tells the two apart for the hint.
+bool accepts_tcp(const Worker& w) {
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  boost::system::error_code ec;
+  const auto endpoints = boost::asio::ip::tcp::resolver(io).resolve(w.host, std::to_string(w.port), ec);
+  if (ec) return false;
+  boost::asio::connect(socket, endpoints, ec);
+  return !ec;
+}
+
 // The worker's actor, within `limit`. A handshake that outlasts the middleman's connection
 // timeout (4 heartbeats: a machine under load, a slow TLS handshake) is tried again while time
 // is left; a refused connection or a TLS failure is reported at once.
@@ -69,7 +85,10 @@ worker_actor reach(caf::actor_system& sys, const Worker& w, bool tls, std::chron
       continue;
     }
     std::string hint = " (is `actorlm worker --listen " + w.address + "` running?)";
-    if (why.find("handshake") != std::string::npos || why.find("disconnect") != std::string::npos)
+    const bool refused_after_connect = why.find("handshake") != std::string::npos ||
+                                       why.find("disconnect") != std::string::npos ||
+                                       (tls && why.find("cannot_connect_to_node") != std::string::npos && accepts_tcp(w));
+    if (refused_after_connect)
       hint = tls ? " (a TLS handshake refused: does the worker use TLS with a certificate of this cluster's CA "
                    "(cluster.tls_ca)?)"
                  : " (does the worker require TLS? then set cluster.tls_cert, tls_key and tls_ca here too)";
