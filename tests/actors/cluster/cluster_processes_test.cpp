@@ -290,7 +290,7 @@ BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_c
   BOOST_TEST(refused.output.find("cannot reach worker " + w1.address()) != std::string::npos, refused.output);
   BOOST_TEST(refused.output.find("TLS") != std::string::npos, refused.output);
   // The worker says who it refused and why (tools/actorlm/tls_refusal_log.cpp).
-  BOOST_TEST(w1.log_reaches("TLS: refused a connection from 127.0.0.1:", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w1.log_reaches("TLS: refused a connection from 127.0.0.1:", std::chrono::seconds(30)), w1.log());
   BOOST_TEST(w1.log().find("the peer's alert") != std::string::npos, w1.log());
   BOOST_TEST(w1.log().find("refused a connection from " + probe + ":") == std::string::npos, w1.log());
 
@@ -298,7 +298,7 @@ BOOST_AUTO_TEST_CASE(a_mutual_tls_cluster_serves_and_refuses_a_peer_of_another_c
   const Run plain = run_actorlm("generate --max-tokens 4 --config " + plain_head);
   BOOST_TEST(plain.status == 1, plain.output);
   BOOST_TEST(plain.output.find("cannot reach worker " + w1.address()) != std::string::npos, plain.output);
-  BOOST_TEST(w1.log_reaches("wrong version number; it sent no certificate", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w1.log_reaches("wrong version number; it sent no certificate", std::chrono::seconds(30)), w1.log());
 
   // The refusals left the workers as they were: the cluster's own head is served, and logs no refusal.
   const auto refusals = [&] {
@@ -324,7 +324,7 @@ BOOST_AUTO_TEST_CASE(a_worker_of_another_configuration_is_refused_with_both_side
   BOOST_TEST(r.output.find("worker " + w2.address() + " refuses") != std::string::npos, r.output);
   BOOST_TEST(r.output.find("cache.block_size is \"16\" on the head") != std::string::npos, r.output);
   BOOST_TEST(r.output.find("but \"32\" on the worker (" + w2.address() + ")") != std::string::npos, r.output);
-  BOOST_TEST(w2.log_reaches("configurations differ", std::chrono::seconds(5)), w2.log());
+  BOOST_TEST(w2.log_reaches("configurations differ", std::chrono::seconds(30)), w2.log());
   // The first worker had said yes to the hello; the head's exit leaves it free.
   std::remove(head.c_str());
 }
@@ -369,8 +369,8 @@ json simulate_summary(const std::string& name, const std::string& scenario) {
 BOOST_AUTO_TEST_CASE(simulate_as_a_head_runs_its_scenario_on_sim_shards_on_two_workers_in_wall_clock_time) {
   WorkerProcess w1(sim_worker_config()), w2(sim_worker_config());
   const json cluster = simulate_summary("sim-cluster", sim_scenario("wall", {w1.port(), w2.port()}, 24, 8));
-  BOOST_TEST(w1.log_reaches("loading ranks [0, 1] of 4", std::chrono::seconds(5)), w1.log());
-  BOOST_TEST(w2.log_reaches("loading ranks [2, 3] of 4", std::chrono::seconds(5)), w2.log());
+  BOOST_TEST(w1.log_reaches("loading ranks [0, 1] of 4", std::chrono::seconds(30)), w1.log());
+  BOOST_TEST(w2.log_reaches("loading ranks [2, 3] of 4", std::chrono::seconds(30)), w2.log());
   const json local = simulate_summary("sim-local", sim_scenario("wall", {}, 24, 8));
   const json modelled = simulate_summary("sim-virtual", sim_scenario("virtual", {}, 24, 8));
   for (const json* j : {&cluster, &local}) {
@@ -386,7 +386,7 @@ BOOST_AUTO_TEST_CASE(simulate_as_a_head_runs_its_scenario_on_sim_shards_on_two_w
   BOOST_TEST_MESSAGE("durations: cluster " << cluster["duration_s"] << " s, one process " << local["duration_s"]
                                            << " s, virtual " << modelled["duration_s"] << " s");
   // The head's departure leaves the workers free for the next head.
-  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(5)), w1.log());
+  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(30)), w1.log());
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_killed_under_simulate_fails_the_remaining_requests_and_the_run_still_reports) {
@@ -564,8 +564,8 @@ BOOST_AUTO_TEST_CASE(workers_free_a_lost_heads_shards_and_serve_twenty_heads_aft
     head.signal(SIGKILL);
     BOOST_TEST(head.wait_exit(std::chrono::seconds(10)) == 128 + SIGKILL);
   }
-  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(5)), w1.log());
-  BOOST_TEST(w2.log_reaches("is gone", std::chrono::seconds(5)), w2.log());
+  BOOST_TEST(w1.log_reaches("is gone", std::chrono::seconds(30)), w1.log());
+  BOOST_TEST(w2.log_reaches("is gone", std::chrono::seconds(30)), w2.log());
   const auto config = write_file("heads.toml", head_config({w1.port(), w2.port()}));
   long rss_after_first = 0;
   std::string first_text;
