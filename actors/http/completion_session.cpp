@@ -26,7 +26,7 @@ CompletionSession::CompletionSession(serving::ServedModel& model, CompletionRequ
 std::optional<ApiError> CompletionSession::prepare() {
   // Prompts as token ids, checked against the vocabulary and the context length.
   const std::uint32_t vocab = model_.vocab_size();
-  auto inputs = prompt_inputs(req_, model_.codec(), vocab);
+  auto inputs = prompt_inputs(req_, model_.codec(), vocab, model_.max_model_len());
   if (auto* e = std::get_if<ApiError>(&inputs)) return *e;
   auto& prompts = std::get<std::vector<PromptInput>>(inputs);
   if (auto e = check_token_ids(req_, vocab)) return e;
@@ -172,7 +172,7 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     ++finished_;
   }
   if (req_.continuous_usage_stats)
-    for (auto& d : out) d.usage = Usage{prompt_lens_[d.index / req_.n], choices_[d.index].tokens};
+    for (auto& d : out) d.usage = Usage{prompt_lens_[d.index / req_.n], choices_[d.index].tokens, std::nullopt};
   if (!best_of_) return out;
   std::vector<ChoiceDelta> released;
   for (const auto& d : out)

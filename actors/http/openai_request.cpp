@@ -152,7 +152,7 @@ void check_field_names(Endpoint ep, const json& body) {
       // vLLM's extensions
       "ignore_eos", "min_tokens", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens",
       "spaces_between_special_tokens", "repetition_penalty", "return_tokens_as_token_ids", "add_special_tokens",
-      "logit_bias", "best_of"};
+      "logit_bias", "best_of", "truncate_prompt_tokens"};
   static const std::set<std::string> completions = {"prompt", "echo"};
   static const std::set<std::string> chat = {"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
                                              "continue_final_message", "chat_template_kwargs"};
@@ -216,6 +216,11 @@ void parse_extensions(const json& body, CompletionRequest& r) {
     if (r.stream && *r.best_of > r.n)
       fail("best_of", "must equal n when streaming (the best samples are known only at the end), found " +
                           std::to_string(*r.best_of) + " with n = " + std::to_string(r.n));
+  }
+  if (has("truncate_prompt_tokens")) {
+    r.truncate_prompt_tokens = integer(body["truncate_prompt_tokens"], "truncate_prompt_tokens", -1, 1LL << 31);
+    if (*r.truncate_prompt_tokens == 0)
+      fail("truncate_prompt_tokens", "must be -1 (the context length) or at least 1, found 0");
   }
   if (r.endpoint == Endpoint::completions) {
     flag("echo", r.echo);

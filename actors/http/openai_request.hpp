@@ -68,6 +68,8 @@ struct CompletionRequest {
   std::optional<std::uint32_t> best_of;        // >= n samples per prompt, the n of highest
                                                // cumulative logprob returned; not when streaming
   bool echo = false;                           // completions: the prompt in front of the text
+  std::optional<std::int64_t> truncate_prompt_tokens;  // only the prompt's last k tokens are used
+                                               // (vLLM's left truncation); -1: the context length
   bool add_generation_prompt = true;           // chat: the assistant's turn opened
   bool continue_final_message = false;         // chat: the last message continued (no new turn)
 

@@ -93,7 +93,7 @@ std::string chunk_json(const ResponseMeta& m, const ChoiceDelta& d, bool logprob
   }
   choice["finish_reason"] = d.finish_reason && !role_chunk ? json(*d.finish_reason) : json(nullptr);
   out["choices"] = json::array({choice});
-  if (d.usage) out["usage"] = usage_json(role_chunk ? Usage{d.usage->prompt_tokens, 0} : *d.usage);
+  if (d.usage) out["usage"] = usage_json(role_chunk ? Usage{d.usage->prompt_tokens, 0, std::nullopt} : *d.usage);
   else if (include_usage) out["usage"] = nullptr;
   return dump(out);
 }
@@ -168,7 +168,7 @@ void StreamChunks::append_event(std::string& out, const ChoiceDelta& d, bool log
   out += "}]";
   out += tail_;
   if (d.usage) {
-    const Usage u = role_chunk ? Usage{d.usage->prompt_tokens, 0} : *d.usage;
+    const Usage u = role_chunk ? Usage{d.usage->prompt_tokens, 0, std::nullopt} : *d.usage;
     out += ",\"usage\":{\"completion_tokens\":";
     append_number(out, u.completion_tokens);
     out += ",\"prompt_tokens\":";

@@ -18,10 +18,15 @@ std::string decoded(const serving::TextCodec& codec, const std::vector<model::To
   return text + detok->flush();
 }
 
-}  // namespace
+// vLLM's truncate_prompt_tokens: the prompt's last `keep` tokens (the echo then shows those).
+void truncate(PromptInput& in, std::size_t keep, bool echo, const serving::TextCodec& codec) {
+  if (in.tokens.size() <= keep) return;
+  in.tokens.erase(in.tokens.begin(), in.tokens.end() - static_cast<std::ptrdiff_t>(keep));
+  if (echo) in.echo = decoded(codec, in.tokens);
+}
 
-std::variant<std::vector<PromptInput>, ApiError> prompt_inputs(const CompletionRequest& r, const serving::TextCodec& codec,
-                                                               std::uint32_t vocab_size) {
+std::variant<std::vector<PromptInput>, ApiError> tokenized(const CompletionRequest& r, const serving::TextCodec& codec,
+                                                           std::uint32_t vocab_size) {
   std::vector<PromptInput> out;
   if (r.endpoint == Endpoint::chat) {
     const model::ChatOptions chat{r.add_generation_prompt, r.continue_final_message};
@@ -48,6 +53,23 @@ std::variant<std::vector<PromptInput>, ApiError> prompt_inputs(const CompletionR
     out.push_back(std::move(in));
   }
   return out;
+}
+
+}  // namespace
+
+std::variant<std::vector<PromptInput>, ApiError> prompt_inputs(const CompletionRequest& r, const serving::TextCodec& codec,
+                                                               std::uint32_t vocab_size, std::uint32_t max_model_len) {
+  std::size_t keep = 0;
+  if (r.truncate_prompt_tokens) {
+    if (*r.truncate_prompt_tokens > static_cast<std::int64_t>(max_model_len))
+      return bad_field("truncate_prompt_tokens", "truncate_prompt_tokens: " + std::to_string(*r.truncate_prompt_tokens) +
+                                                     " is more than the context length (" + std::to_string(max_model_len) + ")");
+    keep = *r.truncate_prompt_tokens < 0 ? max_model_len : static_cast<std::size_t>(*r.truncate_prompt_tokens);
+  }
+  auto inputs = tokenized(r, codec, vocab_size);
+  if (auto* prompts = std::get_if<std::vector<PromptInput>>(&inputs); prompts && keep > 0)
+    for (auto& in : *prompts) truncate(in, keep, r.echo, codec);
+  return inputs;
 }
 
 std::optional<ApiError> check_token_ids(const CompletionRequest& r, std::uint32_t vocab_size) {

@@ -25,9 +25,11 @@ struct PromptInput {
 
 // The prompts, tokenized; a token-id prompt outside the vocabulary, or an empty one, is a 400
 // naming the prompt. The echo text is the prompt as given, or a token-id prompt decoded with its
-// special tokens written out (as HF's decode does by default).
+// special tokens written out (as HF's decode does by default). With truncate_prompt_tokens k
+// (-1: max_model_len), a longer prompt keeps its last k tokens and echo shows those decoded;
+// a k over max_model_len is a 400 naming the field.
 std::variant<std::vector<PromptInput>, ApiError> prompt_inputs(const CompletionRequest&, const serving::TextCodec&,
-                                                               std::uint32_t vocab_size);
+                                                               std::uint32_t vocab_size, std::uint32_t max_model_len);
 
 // stop_token_ids and logit_bias name tokens of the vocabulary: a 400 naming the field otherwise.
 std::optional<ApiError> check_token_ids(const CompletionRequest&, std::uint32_t vocab_size);

@@ -60,7 +60,7 @@ std::variant<std::string, ApiError> tokenize_json(std::string_view body, const T
   const auto& req = std::get<CompletionRequest>(parsed);
   if (auto e = model_not_served(req.model, ctx.served_name, ctx.response_name)) return *e;
   if (req.prompts.size() > 1) return bad_field("prompt", "prompt: one prompt per call, found " + std::to_string(req.prompts.size()));
-  auto inputs = prompt_inputs(req, ctx.codec, ctx.vocab_size);
+  auto inputs = prompt_inputs(req, ctx.codec, ctx.vocab_size, ctx.max_model_len);
   if (auto* e = std::get_if<ApiError>(&inputs)) return *e;
   const auto& tokens = std::get<std::vector<PromptInput>>(inputs).at(0).tokens;
   json out{{"count", tokens.size()}, {"max_model_len", ctx.max_model_len}, {"tokens", tokens}, {"token_strs", nullptr}};

@@ -253,6 +253,17 @@ class VllmExtensionFieldsTest(ServerTestCase):
             self.complete(False, echo=True, logprobs=1)
         self.assertIn("echo", str(e.exception))
 
+    def test_truncate_prompt_tokens_keeps_the_end_of_the_prompt(self):
+        k = self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1).usage.prompt_tokens
+        longer = "Forget all that.\n" + PROMPT
+        for stream in (False, True):
+            # The model reads PROMPT's tokens alone (hence its answer), and echo shows them.
+            text = self.complete(stream, prompt=longer, extra_body={"truncate_prompt_tokens": k, "echo": True})[0]
+            self.assertEqual(text, PROMPT + " Paris.\n")
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.complete(False, extra_body={"truncate_prompt_tokens": 0})
+        self.assertIn("truncate_prompt_tokens", str(e.exception))
+
     def test_logit_bias_of_minus_100_bans_a_token(self):
         paris = self.token_ids()[0]
         for stream in (False, True):

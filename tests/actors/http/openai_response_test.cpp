@@ -36,7 +36,7 @@ ChoiceDelta random_delta(std::mt19937_64& rng) {
     case 1: d.finish_reason = "length"; break;
     default: break;
   }
-  if (rng() % 3 == 0) d.usage = Usage{rng() % 5000, rng() % 3 == 0 ? rng() : rng() % 100};
+  if (rng() % 3 == 0) d.usage = Usage{rng() % 5000, rng() % 3 == 0 ? rng() : rng() % 100, std::nullopt};
   if (d.usage && rng() % 2 == 0) d.usage->cached_tokens = rng() % 5000;
   for (auto k = rng() % 3; k > 0; --k) {
     TokenLogprob lp{random_text(rng), -static_cast<float>(rng() % 1000) / 97.0f, {}};
@@ -76,12 +76,12 @@ BOOST_AUTO_TEST_CASE(a_streamed_chunk_is_byte_for_byte_the_json_trees_dump) {
 }
 
 BOOST_AUTO_TEST_CASE(a_completion_chunk_reads_back_as_openai_shapes_it) {
-  ResponseMeta meta{Endpoint::completions, "cmpl-42", 1733000000, "m"};
+  ResponseMeta meta{Endpoint::completions, "cmpl-42", 1733000000, "m", ""};
   ChoiceDelta d;
   d.index = 1;
   d.text = "say \"hi\"\n";
   d.finish_reason = "length";
-  d.usage = Usage{9, 4};
+  d.usage = Usage{9, 4, std::nullopt};
   std::string out;
   StreamChunks(meta, true).append_event(out, d, false);
   BOOST_TEST_REQUIRE(out.rfind("data: ", 0) == 0u);
@@ -107,6 +107,6 @@ BOOST_AUTO_TEST_CASE(a_final_usage_names_the_prompt_tokens_the_prefix_cache_serv
   const auto chunk = nlohmann::json::parse(usage_chunk_json(meta, Usage{40, 2, 0}));
   BOOST_TEST(chunk["usage"]["prompt_tokens_details"]["cached_tokens"] == 0);
   // Without a count (a chunk's running usage) the member is left out rather than made up.
-  const auto plain = nlohmann::json::parse(usage_chunk_json(meta, Usage{40, 2}));
+  const auto plain = nlohmann::json::parse(usage_chunk_json(meta, Usage{40, 2, std::nullopt}));
   BOOST_TEST(!plain["usage"].contains("prompt_tokens_details"));
 }

@@ -54,20 +54,48 @@ BOOST_AUTO_TEST_CASE(ignore_eos_drops_the_model_stop_tokens_but_keeps_them_maske
 BOOST_AUTO_TEST_CASE(prompts_follow_add_special_tokens_and_echo_keeps_their_text) {
   const auto codec = serving::make_synthetic_codec(1000);
   const auto r = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":["a b","c"],"echo":true})");
-  auto in = prompt_inputs(r, *codec, 1000);
+  auto in = prompt_inputs(r, *codec, 1000, 64);
   BOOST_TEST_REQUIRE(std::holds_alternative<std::vector<PromptInput>>(in));
   const auto& prompts = std::get<std::vector<PromptInput>>(in);
   BOOST_TEST_REQUIRE(prompts.size() == 2u);
   BOOST_TEST(prompts[0].echo == "a b");
   BOOST_TEST(prompts[0].tokens == codec->raw_prompt("a b"));
   const auto ids = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":[3,4],"echo":true})");
-  const auto decoded = std::get<std::vector<PromptInput>>(prompt_inputs(ids, *codec, 1000));
+  const auto decoded = std::get<std::vector<PromptInput>>(prompt_inputs(ids, *codec, 1000, 64));
   BOOST_TEST(decoded[0].echo == codec->token_text(3) + codec->token_text(4));
   const auto far = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":[3,1000]})");
-  BOOST_TEST(std::get<ApiError>(prompt_inputs(far, *codec, 1000)).param == "prompt");
+  BOOST_TEST(std::get<ApiError>(prompt_inputs(far, *codec, 1000, 64)).param == "prompt");
   const auto chat = testing::parse_ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"add_generation_prompt":false})");
-  const auto rendered = std::get<std::vector<PromptInput>>(prompt_inputs(chat, *codec, 1000));
+  const auto rendered = std::get<std::vector<PromptInput>>(prompt_inputs(chat, *codec, 1000, 64));
   BOOST_TEST(rendered[0].tokens == codec->chat_prompt(chat.messages, {false, false}, false));
+}
+
+BOOST_AUTO_TEST_CASE(truncate_prompt_tokens_keeps_the_last_tokens_of_each_prompt_and_echoes_them) {
+  const auto codec = serving::make_synthetic_codec(1000);
+  const auto kept = [&](const std::string& body, std::uint32_t max_model_len = 64) {
+    const auto r = testing::parse_ok(Endpoint::completions, body);
+    return std::get<std::vector<PromptInput>>(prompt_inputs(r, *codec, 1000, max_model_len));
+  };
+  const auto two = kept(R"({"model":"m","prompt":[[3,4,5,6],[7]],"truncate_prompt_tokens":2,"echo":true})");
+  BOOST_TEST((two[0].tokens == std::vector<model::Token>{5, 6}));  // left truncation, as vLLM's
+  BOOST_TEST(two[0].echo == codec->token_text(5) + codec->token_text(6));  // what the model reads
+  BOOST_TEST((two[1].tokens == std::vector<model::Token>{7}));           // shorter: unchanged
+  const auto text = kept(R"({"model":"m","prompt":"a b c d","truncate_prompt_tokens":3,"echo":true})");
+  const auto whole = codec->raw_prompt("a b c d");
+  BOOST_TEST_REQUIRE(whole.size() > 3u);
+  BOOST_TEST((text[0].tokens == std::vector<model::Token>(whole.end() - 3, whole.end())));
+  // -1: the context length.
+  BOOST_TEST(kept(R"({"model":"m","prompt":[1,2,3,4,5],"truncate_prompt_tokens":-1})", 3)[0].tokens.size() == 3u);
+  const auto chat = testing::parse_ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"hi there"}],"truncate_prompt_tokens":2})");
+  BOOST_TEST(std::get<std::vector<PromptInput>>(prompt_inputs(chat, *codec, 1000, 64))[0].tokens.size() == 2u);
+  // More than the context, zero, below -1 or not an integer: a 400 naming the field.
+  const auto over = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","truncate_prompt_tokens":65})");
+  const auto e = std::get<ApiError>(prompt_inputs(over, *codec, 1000, 64));
+  BOOST_TEST(e.param == "truncate_prompt_tokens");
+  BOOST_TEST(e.message == "truncate_prompt_tokens: 65 is more than the context length (64)");
+  for (const char* bad : {"0", "-2", "1.5", "\"3\""})
+    BOOST_TEST(testing::parse_bad(Endpoint::completions, std::string(R"({"model":"m","prompt":"x","truncate_prompt_tokens":)") + bad + "}").param ==
+               "truncate_prompt_tokens");
 }
 
 BOOST_AUTO_TEST_CASE(token_ids_outside_the_vocabulary_are_named) {
