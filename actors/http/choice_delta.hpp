@@ -17,6 +17,8 @@ struct TokenLogprob {
   std::string token;                                   // the token's text (bytes), or "token_id:{id}"
   float logprob = 0;
   std::vector<std::pair<std::string, float>> top;      // most likely tokens at this position
+  bool unconditioned = false;                          // a prompt's first token (echo): no logprob
+                                                       // (written null), nothing before it
 };
 
 // What one pump of the session produced for one choice.

@@ -30,6 +30,9 @@ std::optional<ApiError> CompletionSession::prepare() {
   if (auto* e = std::get_if<ApiError>(&inputs)) return *e;
   auto& prompts = std::get<std::vector<PromptInput>>(inputs);
   if (auto e = check_token_ids(req_, vocab)) return e;
+  if (req_.echo && req_.logprobs && !model_.computes_prompt_logprobs())
+    return bad_field("echo", "echo: with logprobs it needs the prompt's log-probabilities, which the backend "
+                             "serving this model does not compute (the cuda backend does not yet)");
   std::vector<std::uint32_t> max_tokens;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const std::string field = req_.endpoint == Endpoint::chat ? "messages"
@@ -55,6 +58,8 @@ std::optional<ApiError> CompletionSession::prepare() {
     ids_.push_back(spec.id);
     prompt_lens_.push_back(len);
     echoes_.push_back(std::move(prompts[i].echo));
+    if (req_.echo && req_.logprobs)
+      echo_logprobs_.push_back({TokenLogprob{token_text(spec.prompt.front()), 0, {}, true}});
     max_tokens_.push_back(max_tokens[i]);
     specs_.push_back(std::move(spec));
   }
@@ -92,6 +97,10 @@ std::optional<ApiError> CompletionSession::on_submitted(const std::vector<schedu
   return std::nullopt;
 }
 
+std::string CompletionSession::token_text(model::Token t) const {
+  return req_.return_tokens_as_token_ids ? "token_id:" + std::to_string(t) : model_.codec().token_text(t);
+}
+
 std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
   std::vector<ChoiceDelta> out;
   if (!b.failure.empty() && b.tokens.empty() && b.finished.empty()) {  // the engine stopped
@@ -121,10 +130,6 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
             stop_token[k] = true;
             break;
           }
-  const auto& codec = model_.codec();
-  auto token_text = [&](model::Token t) {
-    return req_.return_tokens_as_token_ids ? "token_id:" + std::to_string(t) : codec.token_text(t);
-  };
   for (std::size_t k = 0; k < b.tokens.size(); ++k) {
     const auto& t = b.tokens[k];
     const auto index = index_of(t.request, t.sample);
@@ -136,8 +141,18 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     if (!best_of_) ++completion_tokens_;  // best_of: the returned choices' tokens, once known
     ++c.tokens;
     c.cumulative_logprob += t.logprob;
+    if (!t.prompt_logprobs.empty() && index / req_.n < echo_logprobs_.size()) {
+      auto& lps = echo_logprobs_[index / req_.n];
+      for (const auto& e : t.prompt_logprobs) {
+        TokenLogprob lp{token_text(e.token), e.logprob, {}};
+        for (const auto& top : e.top) lp.top.emplace_back(token_text(top.token), top.logprob);
+        lps.push_back(std::move(lp));
+      }
+    }
     ChoiceDelta& d = delta_for(index);
     d.text += std::exchange(c.echo, {});
+    if (!std::exchange(c.echoed, true) && index / req_.n < echo_logprobs_.size())
+      d.logprobs = echo_logprobs_[index / req_.n];  // the first delta of the choice: none yet
     // vLLM's min_tokens: no stop string ends in the text of the first min_tokens tokens.
     if (!stop_token[k]) d.text += c.stop.push(c.detok->push(t.token), c.tokens > req_.min_tokens);
     if (req_.logprobs) {

@@ -58,11 +58,14 @@ class CompletionSession {
   std::uint64_t first_request_id() const { return ids_.empty() ? 0 : ids_.front(); }
 
  private:
+  // A token as logprobs name it: its text, or "token_id:{id}" (return_tokens_as_token_ids).
+  std::string token_text(model::Token) const;
   struct Choice {
     std::unique_ptr<serving::Detokenizer> detok;
     StopMatcher stop;
     bool done = false;
     std::string echo;                  // echo: the prompt's text, put in front of the first delta
+    bool echoed = false;               // with the prompt's logprobs when asked (echo_logprobs_)
     std::uint32_t tokens = 0;          // generated so far
     double cumulative_logprob = 0;     // of those tokens (best_of)
   };
@@ -75,6 +78,9 @@ class CompletionSession {
   std::vector<std::uint32_t> prompt_lens_;             // per prompt, in tokens
   std::vector<std::uint32_t> cached_lens_;             // per prompt: of prompt_lens_, from the prefix cache
   std::vector<std::string> echoes_;                    // per prompt: its text, when echo is set
+  // echo with logprobs: per prompt, its tokens' logprobs (the first unconditioned, the rest from
+  // the engine's first token event), put in front of each of its choices' logprobs.
+  std::vector<std::vector<TokenLogprob>> echo_logprobs_;
   std::vector<std::uint32_t> max_tokens_;              // per prompt
   std::vector<bool> released_;                         // per prompt: all its choices done, aborted
   std::vector<std::uint32_t> ended_samples_;           // per prompt: samples the engine finished

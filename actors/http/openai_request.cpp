@@ -224,8 +224,6 @@ void parse_extensions(const json& body, CompletionRequest& r) {
   }
   if (r.endpoint == Endpoint::completions) {
     flag("echo", r.echo);
-    if (r.echo && r.logprobs)
-      fail("echo", "with logprobs it needs the prompt's log-probabilities, which this server does not compute");
   }
 }
 

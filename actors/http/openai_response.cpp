@@ -23,7 +23,7 @@ json completion_logprobs(const std::vector<TokenLogprob>& lps, std::size_t offse
   json tokens = json::array(), logprobs = json::array(), tops = json::array(), offsets = json::array();
   for (const auto& lp : lps) {
     tokens.push_back(lp.token);
-    logprobs.push_back(lp.logprob);
+    logprobs.push_back(lp.unconditioned ? json(nullptr) : json(lp.logprob));
     json top = json::object();
     for (const auto& [t, l] : lp.top) top[t] = l;
     tops.push_back(lp.top.empty() ? json(nullptr) : top);

@@ -14,7 +14,7 @@ void full_table(const BlockManager& bm, SeqId seq, ReserveReply& r) {
 void grow(BlockManager& bm, const ReserveRequest& req, const SeqGrowth& g, ReserveReply& r) {
   const auto tokens = req.tokens_of(g);
   if (g.admit) {
-    const PrefixMatch m = bm.match_prefix(tokens);
+    const PrefixMatch m = g.match_prefix ? bm.match_prefix(tokens) : PrefixMatch{};
     if (!bm.can_allocate(tokens, g.max_total_tokens, m)) {
       r.no_room.push_back(g.seq);
       return;

@@ -27,6 +27,8 @@ struct SeqGrowth {
   std::uint32_t num_tokens = 0;         // ReserveRequest::tokens[first_token, first_token + num_tokens)
   std::uint32_t max_total_tokens = 0;   // admit only: prompt + max new tokens (reserved mode)
   std::uint32_t computed_tokens = 0;    // tokens whose KV is valid once this step has run
+  bool match_prefix = true;             // admit only: false computes the whole prompt even where
+                                        // the prefix cache holds it (prompt log-probabilities)
 };
 
 struct ForkOp {
@@ -47,9 +49,9 @@ struct ReserveRequest {
   std::vector<TokenId> tokens;               // [sum of grow's num_tokens]: their tokens, in order
 
   void add_growth(SeqId seq, bool admit, std::span<const TokenId> toks, std::uint32_t max_total_tokens,
-                  std::uint32_t computed_tokens) {
+                  std::uint32_t computed_tokens, bool match_prefix = true) {
     grow.push_back({seq, admit, static_cast<std::uint32_t>(tokens.size()),
-                    static_cast<std::uint32_t>(toks.size()), max_total_tokens, computed_tokens});
+                    static_cast<std::uint32_t>(toks.size()), max_total_tokens, computed_tokens, match_prefix});
     if (toks.size() == 1)
       tokens.push_back(toks[0]);  // a decode step's one token: no range copy (a memmove call)
     else

@@ -56,6 +56,9 @@ struct TokenEvent {
   float logprob = 0;
   std::uint32_t cached_prompt_tokens = 0;  // the request's RequestRecord::cached_tokens
   std::vector<shard::TopLogprob> top;
+  // On the request's first token only, when its sampling asks (prompt_logprobs >= 0): the prompt's
+  // tokens 1..len-1, each given those before it, in order.
+  std::vector<shard::PromptLogprob> prompt_logprobs;
 };
 
 struct FinishEvent {

@@ -51,7 +51,7 @@ bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
       !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
       !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f) ||
       !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 1e6f) ||  // finite penalised logits
-      s.min_tokens > s.max_tokens ||
+      s.min_tokens > s.max_tokens || p.prompt_logprobs < -1 || p.prompt_logprobs > 20 ||
       !std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
                    [](const shard::LogitBias& b) { return b.bias >= -100.0f && b.bias <= 100.0f; }))
     return false;
@@ -127,6 +127,7 @@ SubmitStatus Scheduler::submit(RequestSpec spec, Time now) {
   r.record.arrival = now;
   r.record.output_tokens.assign(spec.n, 0);
   r.record.reasons.assign(spec.n, FinishReason::length);
+  if (spec.sampling.prompt_logprobs >= 0) r.prompt_logprobs.resize(spec.prompt.size() - 1);
   Seq s;
   s.id = next_seq_++;
   s.tokens.reserve(total);  // no reallocation on the per-token path
@@ -210,6 +211,15 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
   ev.tokens.reserve(result.tokens.size());
   std::size_t next = 0;
   std::vector<Slot> done;
+  // Prompt log-probabilities first: a chunk that ends the prompt brings its last ones together
+  // with the first token, which carries them all.
+  for (const shard::PromptLogprob& p : result.prompt_logprobs) {
+    const auto it = owner_.find(p.seq);
+    if (it == owner_.end()) continue;  // aborted while the step ran
+    Request& r = requests_[it->second.first];
+    if (r.prompt_logprobs_sent || p.position == 0 || p.position > r.prompt_logprobs.size()) continue;
+    r.prompt_logprobs[p.position - 1] = p;
+  }
   for (const Work& w : planned_) {
     if (w.num_samples == 0) continue;
     if (next + w.num_samples > result.tokens.size())
@@ -244,7 +254,17 @@ StepEvents Scheduler::on_executed(const shard::StepResult& result, Time now) {
       s.tokens.push_back(t.token);
       ++s.generated;
       if (s.sample == 0 && opt_.record_token_times) r->record.token_times.push_back(now);
-      ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, r->record.cached_tokens, t.top});
+      ev.tokens.push_back({r->spec.id, s.sample, t.token, t.logprob, r->record.cached_tokens, t.top, {}});
+      if (r->spec.sampling.prompt_logprobs >= 0 && !r->prompt_logprobs_sent) {
+        // Every position was computed by this sequence (admitted without the prefix cache).
+        if (std::any_of(r->prompt_logprobs.begin(), r->prompt_logprobs.end(),
+                        [](const shard::PromptLogprob& p) { return p.position == 0; }))
+          throw std::logic_error("Scheduler::on_executed: request " + std::to_string(r->spec.id) +
+                                 " lacks some of its prompt log-probabilities");
+        ev.tokens.back().prompt_logprobs = std::move(r->prompt_logprobs);
+        r->prompt_logprobs = {};
+        r->prompt_logprobs_sent = true;
+      }
       if (ends_sample(r->spec, t.token, s.generated))
         finish_sample(*r, s, FinishReason::stop, now, ev);
       else if (s.generated >= r->spec.max_tokens || s.tokens.size() >= opt_.max_model_len)

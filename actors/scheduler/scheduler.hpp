@@ -145,6 +145,11 @@ class Scheduler {
     std::vector<Seq> seqs;             // index = sample; one until the prompt is done
     bool forked = false;               // n > 1 samples created
     bool admitted_once = false;        // record.cached_tokens is set
+    // spec.sampling.prompt_logprobs >= 0: entry p - 1 for prompt position p (position 0 until the
+    // shards send it); they go out with the first token, and until then admissions do not use
+    // the prefix cache (every position must be computed here).
+    std::vector<shard::PromptLogprob> prompt_logprobs;
+    bool prompt_logprobs_sent = false;
     RequestRecord record;
   };
   // One sequence's work in the step being planned.

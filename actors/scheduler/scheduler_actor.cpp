@@ -199,7 +199,7 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
   st.kv = reply.stats;
   auto step = st.policy->on_reserved(reply);
   if (step.seqs.empty() && step.copies.empty() && step.swap_out.empty() && step.swap_in.empty()) {
-    finish_step(self, shard::StepResult{step.id, {}, 0});  // only frees and forks
+    finish_step(self, shard::StepResult{step.id, {}, {}, 0});  // only frees and forks
     return;
   }
   begin_phase(self, Phase::executing, now(self));

@@ -107,7 +107,8 @@ std::uint32_t Scheduler::distinct_blocks(const Request& r) const {
 void Scheduler::add_growth(const Request& r, const Seq& s, const Work& w, kv::ReserveRequest& req) {
   if (w.admit) {
     req.add_growth(s.id, true, s.tokens,
-                   static_cast<std::uint32_t>(r.spec.prompt.size()) + r.spec.max_tokens, w.end);
+                   static_cast<std::uint32_t>(r.spec.prompt.size()) + r.spec.max_tokens, w.end,
+                   r.spec.sampling.prompt_logprobs < 0 || r.prompt_logprobs_sent);
     return;
   }
   const std::span<const TokenId> all(s.tokens);

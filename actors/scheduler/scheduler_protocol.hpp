@@ -82,7 +82,7 @@ typename Inspector::result_type inspect(Inspector& f, RequestSpec& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TokenEvent& x) {
-  return f(caf::meta::type_name("TokenEvent"), x.request, x.sample, x.token, x.logprob, x.cached_prompt_tokens, x.top);
+  return f(caf::meta::type_name("TokenEvent"), x.request, x.sample, x.token, x.logprob, x.cached_prompt_tokens, x.top, x.prompt_logprobs);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, FinishEvent& x) {

@@ -40,6 +40,9 @@ struct Backend {
   // What a cluster's head and its workers must agree on beyond the configuration's keys, e.g.
   // the model file's name and size (paths differ between machines); empty when nothing.
   std::string identity;
+  // Whether its shards compute prompt log-probabilities (SamplingParams::prompt_logprobs); the
+  // front ends refuse a request for them otherwise.
+  bool prompt_logprobs = true;
 };
 
 // Which ranks (engine.world_size()) this process hosts, and how they meet the ranks elsewhere. In one

@@ -47,6 +47,8 @@ class ServedModel {
   const std::string& description() const { return backend_.description; }
   const std::vector<MemoryItem>& memory() const { return backend_.memory; }
   std::uint32_t max_model_len() const { return max_model_len_; }
+  // Whether the backend computes prompt log-probabilities (serving::Backend::prompt_logprobs).
+  bool computes_prompt_logprobs() const { return backend_.prompt_logprobs; }
   // Token ids the engine accepts: [0, vocab_size()).
   std::uint32_t vocab_size() const { return backend_.capacity.vocab_size; }
   // Device KV blocks the backend's cache holds (what the block manager hands out).

@@ -38,6 +38,9 @@ struct SamplingParams {
   float repetition_penalty = 1.0f; // > 0; divides (x > 0) or multiplies (x <= 0) the logits of
                                    // tokens in the prompt or the output (HF's, vLLM's)
   std::vector<LogitBias> logit_bias;
+  std::int32_t prompt_logprobs = -1;  // >= 0: the log-probability of every prompt token after the
+                                      // first, given those before it, with its top k (from the
+                                      // unchanged logits, as vLLM's); -1: none
   std::uint32_t min_tokens = 0;    // while fewer tokens are generated, min_tokens_stop_ids are
   std::vector<kv::TokenId> min_tokens_stop_ids;  // masked: the sample cannot end (the scheduler
                                                  // fills them in from the request's stop ids)
@@ -104,9 +107,20 @@ struct SampledToken {
   std::vector<TopLogprob> top;  // when asked
 };
 
+// A prompt token's log-probability given the prompt before it (SamplingParams::prompt_logprobs).
+struct PromptLogprob {
+  kv::SeqId seq = 0;
+  std::uint32_t position = 0;  // of the token in the prompt, >= 1
+  kv::TokenId token = 0;
+  float logprob = 0;
+  std::vector<TopLogprob> top;  // prompt_logprobs entries, most likely first
+};
+
 struct StepResult {
   std::uint64_t step_id = 0;
   std::vector<SampledToken> tokens;  // per SeqWork with num_samples > 0, num_samples entries in order
+  std::vector<PromptLogprob> prompt_logprobs;  // for the prompt positions the step computed of
+                                               // sequences that ask for them, in step order
   std::int64_t duration_ns = 0;      // measured (cpu, cuda) or modelled (sim)
   std::int64_t host_ns = 0;          // of duration_ns, the time the shard's thread worked rather than
                                      // waited for its device (cuda: all but the stream

@@ -93,6 +93,10 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
   return f(caf::meta::type_name("SampledToken"), x.seq, x.token, x.logprob, x.top);
 }
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, PromptLogprob& x) {
+  return f(caf::meta::type_name("PromptLogprob"), x.seq, x.position, x.token, x.logprob, x.top);
+}
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {
   WireBytes wire;
   if constexpr (Inspector::reads_state) encode_step_result(x, wire.bytes);

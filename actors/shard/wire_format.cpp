@@ -10,8 +10,8 @@ namespace {
 
 // Bumped whenever the layout below changes: a head and a worker of different builds refuse each
 // other's steps instead of misreading them (the cluster's fingerprint names the version too).
-constexpr std::uint32_t step_magic = 0x53544531;    // "STE1"
-constexpr std::uint32_t result_magic = 0x52455332;  // "RES2"
+constexpr std::uint32_t step_magic = 0x53544532;    // "STE2"
+constexpr std::uint32_t result_magic = 0x52455333;  // "RES3"
 
 class Writer {
  public:
@@ -78,6 +78,7 @@ void put_sampling(Writer& w, const SamplingParams& s) {
   w.put(s.frequency_penalty);
   w.put(s.repetition_penalty);
   w.array(s.logit_bias);
+  w.put(s.prompt_logprobs);
   w.put(s.min_tokens);
   w.array(s.min_tokens_stop_ids);
 }
@@ -87,17 +88,18 @@ bool get_sampling(Reader& r, SamplingParams& s) {
   const bool ok = r.get(s.temperature) && r.get(s.top_p) && r.get(s.top_k) && r.get(s.min_p) && r.get(s.seed) &&
                   r.get(logprobs) && r.get(s.top_logprobs) && r.get(s.presence_penalty) &&
                   r.get(s.frequency_penalty) && r.get(s.repetition_penalty) && r.array(s.logit_bias) &&
-                  r.get(s.min_tokens) && r.array(s.min_tokens_stop_ids);
+                  r.get(s.prompt_logprobs) && r.get(s.min_tokens) && r.array(s.min_tokens_stop_ids);
   s.logprobs = logprobs != 0;
   return ok;
 }
 
 // The fewest bytes an element's encoding takes (its arrays empty): a count is never allowed to ask
 // for more elements than the bytes left could hold.
-constexpr std::size_t sampling_min_bytes = 4 * 4 + 8 + 1 + 4 + 3 * 4 + 4 + 4 + 4;  // 53
-constexpr std::size_t new_seq_min_bytes = 8 + 8 + 4 + 4 + 4 + sampling_min_bytes;     // 81
+constexpr std::size_t sampling_min_bytes = 4 * 4 + 8 + 1 + 4 + 3 * 4 + 4 + 4 + 4 + 4;  // 57
+constexpr std::size_t new_seq_min_bytes = 8 + 8 + 4 + 4 + 4 + sampling_min_bytes;         // 85
 constexpr std::size_t seq_work_min_bytes = 8 + 4 + 4 * 4 + 1 + 4;                    // 33
 constexpr std::size_t sampled_token_min_bytes = 8 + 4 + 4 + 4;                       // 20
+constexpr std::size_t prompt_logprob_min_bytes = 8 + 4 + 4 + 4 + 4;                  // 24
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is the host");
 static_assert(std::is_trivially_copyable_v<LogitBias> && sizeof(LogitBias) == 8);
@@ -107,7 +109,7 @@ static_assert(std::is_trivially_copyable_v<TopLogprob> && sizeof(TopLogprob) == 
 
 }  // namespace
 
-const char* wire_format_version() { return "STE1/RES2"; }
+const char* wire_format_version() { return "STE2/RES3"; }
 
 void encode_step(const Step& s, std::vector<char>& out) {
   Writer w(out);
@@ -177,6 +179,14 @@ void encode_step_result(const StepResult& x, std::vector<char>& out) {
     w.put(t.logprob);
     w.array(t.top);
   }
+  w.put<std::uint32_t>(static_cast<std::uint32_t>(x.prompt_logprobs.size()));
+  for (const PromptLogprob& t : x.prompt_logprobs) {
+    w.put(t.seq);
+    w.put(t.position);
+    w.put(t.token);
+    w.put(t.logprob);
+    w.array(t.top);
+  }
 }
 
 bool decode_step_result(const std::vector<char>& in, StepResult& x) {
@@ -188,6 +198,10 @@ bool decode_step_result(const std::vector<char>& in, StepResult& x) {
   x.tokens.resize(n);
   for (SampledToken& t : x.tokens)
     if (!r.get(t.seq) || !r.get(t.token) || !r.get(t.logprob) || !r.array(t.top)) return false;
+  if (!r.count(n, prompt_logprob_min_bytes)) return false;
+  x.prompt_logprobs.resize(n);
+  for (PromptLogprob& t : x.prompt_logprobs)
+    if (!r.get(t.seq) || !r.get(t.position) || !r.get(t.token) || !r.get(t.logprob) || !r.array(t.top)) return false;
   return r.done();
 }
 

@@ -182,8 +182,10 @@ void SimSequences::apply(const shard::Step& step, std::uint64_t sim_seed) {
   for (kv::SeqId id : step.dropped) seqs_.erase(id);
   for (const auto& n : step.added) {
     Seq s{n.request, n.sample, n.prompt_len, n.sampling.seed, n.sampling.logprobs, n.sampling.top_logprobs,
-          n.sampling.min_tokens, n.sampling.min_tokens_stop_ids, n.sampling.logit_bias};
+          n.sampling.min_tokens, n.sampling.min_tokens_stop_ids, n.sampling.logit_bias, 0,
+          n.sampling.prompt_logprobs, {}};
     s.draw_key = draw_key(sim_seed, s.seed, s.request);
+    if (s.prompt_logprobs >= 0) s.prompt.assign(n.tokens.begin(), n.tokens.begin() + n.prompt_len);
     std::sort(s.min_tokens_stop_ids.begin(), s.min_tokens_stop_ids.end());
     std::sort(s.logit_bias.begin(), s.logit_bias.end(),
               [](const shard::LogitBias& a, const shard::LogitBias& b) { return a.token < b.token; });
@@ -209,6 +211,23 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
     if (!w.padding) n += w.num_samples;
   r.tokens.reserve(n);
   const float uniform_logprob = uniform_logprob_of(m.vocab_size);
+  // The model draws every token uniformly: each prompt token has the same log-probability, and
+  // its alternatives are the ids after it, as a draw's are.
+  const auto alternatives = [&](kv::TokenId token, std::uint32_t asked) {
+    std::vector<shard::TopLogprob> top;
+    const std::uint32_t k = std::min({asked, max_top_logprobs, m.vocab_size});
+    for (std::uint32_t i = 0; i < k; ++i)
+      top.push_back({static_cast<kv::TokenId>((std::uint32_t(token) + i) % m.vocab_size), uniform_logprob});
+    return top;
+  };
+  for (const auto& w : step.seqs) {
+    if (w.padding) continue;
+    const auto& s = seqs.at(w.seq);
+    if (s.prompt_logprobs < 0) continue;
+    for (std::uint32_t p = w.begin; p < w.end && p + 1 < s.prompt_len; ++p)
+      r.prompt_logprobs.push_back({w.seq, p + 1, s.prompt[p + 1], uniform_logprob,
+                                   alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs))});
+  }
   for (const auto& w : step.seqs) {
     if (w.padding || w.num_samples == 0) continue;
     const auto& s = seqs.at(w.seq);
@@ -219,9 +238,8 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
       const SimDraw d = draw(m, s, s.draw_key, uniform_logprob, sample, position, generated);
       shard::SampledToken t{w.seq, d.token, d.logprob, {}};
       if (s.logprobs) {
-        const std::uint32_t k = std::min({s.top_logprobs, max_top_logprobs, m.vocab_size});
-        for (std::uint32_t i = 0; i < k; ++i)
-          t.top.push_back({static_cast<kv::TokenId>((std::uint32_t(t.token) + i) % m.vocab_size), d.logprob});
+        t.top = alternatives(t.token, s.top_logprobs);
+        for (auto& a : t.top) a.logprob = d.logprob;
       }
       r.tokens.push_back(std::move(t));
     }
@@ -272,7 +290,7 @@ sim_shard_actor::behavior_type sim_shard(sim_shard_actor::stateful_pointer<SimSh
         const SimShardModel& m = *self->state.model;
         if (rank != 0) {
           if (faulty(m, rank, step)) self->quit(fault_error(m, rank));  // only "exit" passes the config check
-          return shard::StepResult{step.id, {}, 0};
+          return shard::StepResult{step.id, {}, {}, 0};
         }
         shard::StepResult r;
         try {

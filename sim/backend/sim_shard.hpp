@@ -52,6 +52,8 @@ class SimSequences {
     std::vector<kv::TokenId> min_tokens_stop_ids;  // sorted
     std::vector<shard::LogitBias> logit_bias;      // sorted by token
     std::uint64_t draw_key = 0;  // the hash of (sim seed, seed, request) its draws start from
+    std::int32_t prompt_logprobs = -1;  // SamplingParams::prompt_logprobs
+    std::vector<kv::TokenId> prompt;    // kept only when prompt_logprobs >= 0
   };
   // The step's drops, then its additions (their draw keys made with `sim_seed`).
   void apply(const shard::Step&, std::uint64_t sim_seed);

@@ -36,8 +36,11 @@ StepResult CpuShard::execute(const Step& step) {
 
   StepResult r;
   r.step_id = step.id;
-  if (weights_->samples())
+  if (weights_->samples()) {
+    take_prompt_logprobs(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(),
+                         r.prompt_logprobs);
     sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(), r.tokens);
+  }
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   r.host_ns = r.duration_ns;  // no device to wait for

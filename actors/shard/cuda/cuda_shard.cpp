@@ -60,6 +60,12 @@ StepResult CudaShard::execute(const Step& step) {
     throw std::invalid_argument("cuda shard: step block size " + std::to_string(step.block_size) +
                                 " but the cache uses " + std::to_string(cache_->block_size()));
   const auto& work = seqs_.apply(step);  // throws std::invalid_argument for a bad delta
+  // The front ends refuse prompt log-probabilities on this backend (its sampler reads one row of
+  // logits per sampling sequence on the GPU); every rank refuses alike, before any collective.
+  for (std::size_t i = 0; i < step.seqs.size(); ++i)
+    if (!step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]))
+      throw std::invalid_argument("cuda shard: sequence " + std::to_string(step.seqs[i].seq) +
+                                  " asks for prompt log-probabilities, which the cuda backend does not compute");
   std::int64_t waited = -transformer_->waited_ns() - sampler_.waited_ns();
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies

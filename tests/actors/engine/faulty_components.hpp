@@ -50,7 +50,7 @@ inline faulty_shard_actor::behavior_type faulty_shard(
     FaultPlan* plan) {
   return {
       [=](const shard::Step& step) -> caf::result<shard::StepResult> {
-        if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
+        if (rank != 0) return shard::StepResult{step.id, {}, {}, step_ns};
         plan->received[step.id] = clock_ns(self);
         self->state.held.apply(step);
         const bool faulty = step.id == plan->step || plan->more_steps.count(step.id) > 0;

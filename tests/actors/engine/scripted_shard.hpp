@@ -39,7 +39,7 @@ inline scripted_shard_actor::behavior_type scripted_shard(
   return {
       [=](const shard::Step& step) -> caf::result<shard::StepResult> {
         if (log != nullptr) log->steps_by_rank[rank].push_back(step.id);
-        if (rank != 0) return shard::StepResult{step.id, {}, step_ns};
+        if (rank != 0) return shard::StepResult{step.id, {}, {}, step_ns};
         auto rp = self->make_response_promise<shard::StepResult>();
         self->state.pending.emplace(step.id, rp);
         self->state.held.apply(step);

@@ -8,6 +8,7 @@ then vLLM's extension fields, sent as the ecosystem's clients send them (`extra_
 streamed and not, with a check of its effect. GET /metrics is read with Prometheus's own
 text-format parser (prometheus_client).
 """
+import json
 import re
 import subprocess
 import sys
@@ -249,9 +250,64 @@ class VllmExtensionFieldsTest(ServerTestCase):
     def test_echo_returns_the_prompt(self):
         for stream in (False, True):
             self.assertEqual(self.complete(stream, extra_body={"echo": True})[0], PROMPT + " Paris.\n")
-        with self.assertRaises(openai.BadRequestError) as e:
-            self.complete(False, echo=True, logprobs=1)
-        self.assertIn("echo", str(e.exception))
+
+    def test_echo_with_logprobs_scores_the_prompt_as_lm_eval_asks(self):
+        # lm-evaluation-harness's loglikelihood request (its local-completions model): the context
+        # and continuation as token ids, echo, logprobs=1, max_tokens=1, temperature 0. It sums
+        # token_logprobs[ctxlen:-1] and calls the continuation greedy when each of those equals
+        # max(top_logprobs[i].values()).
+        request = urllib.request.Request(self.server.url + "/tokenize", data=json.dumps({"prompt": PROMPT}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as r:
+            context = json.load(r)["tokens"]
+        generated = self.client.completions.create(model=MODEL, prompt=[context], max_tokens=2, temperature=0, logprobs=1)
+        continuation = [int(t.removeprefix("token_id:")) for t in self.client.completions.create(
+            model=MODEL, prompt=[context], max_tokens=2, temperature=0, logprobs=0,
+            extra_body={"return_tokens_as_token_ids": True}).choices[0].logprobs.tokens]
+        ids = context + continuation  # " Paris", "."
+        for stream in (False, True):
+            args = dict(model=MODEL, prompt=[ids], echo=True, logprobs=1, max_tokens=1, temperature=0)
+            if stream:
+                tokens, token_logprobs, top_logprobs, text = [], [], [], ""
+                for chunk in self.client.completions.create(stream=True, **args):
+                    c = chunk.choices[0]
+                    text += c.text
+                    if c.logprobs:
+                        tokens += c.logprobs.tokens
+                        token_logprobs += c.logprobs.token_logprobs
+                        top_logprobs += c.logprobs.top_logprobs
+            else:
+                c = self.client.completions.create(**args).choices[0]
+                text, tokens = c.text, c.logprobs.tokens
+                token_logprobs, top_logprobs = c.logprobs.token_logprobs, c.logprobs.top_logprobs
+            self.assertEqual(len(tokens), len(ids) + 1)
+            self.assertTrue(text.startswith(PROMPT + " Paris."), text)
+            self.assertIsNone(token_logprobs[0])  # nothing before the first token
+            self.assertIsNone(top_logprobs[0])
+            self.assertTrue(all(lp <= 0 for lp in token_logprobs[1:]))
+            ctxlen = len(context)
+            scored = token_logprobs[ctxlen:-1]
+            self.assertEqual(len(scored), 2)
+            for lp, top in zip(scored, top_logprobs[ctxlen:-1]):
+                self.assertEqual(lp, max(top.values()))  # the greedy continuation: lm-eval's is_greedy
+            # The same numbers as when the tokens were generated (the last row of a prefill then, a
+            # row inside one now).
+            for got, want in zip(scored, generated.choices[0].logprobs.token_logprobs):
+                self.assertAlmostEqual(got, want, delta=2e-3)
+        # Two prompts, two samples each: every choice starts with its own prompt's scores.
+        r = self.client.completions.create(model=MODEL, prompt=[ids, context], n=2, echo=True, logprobs=0,
+                                           max_tokens=1, temperature=0)
+        self.assertEqual(len(r.choices), 4)
+        for c in r.choices:
+            prompt = ids if c.index < 2 else context
+            self.assertEqual(len(c.logprobs.tokens), len(prompt) + 1)
+            self.assertIsNone(c.logprobs.token_logprobs[0])
+            self.assertEqual(c.logprobs.tokens[:len(prompt)], r.choices[c.index // 2 * 2].logprobs.tokens[:len(prompt)])
+            self.assertEqual(c.logprobs.token_logprobs[1:len(prompt)],
+                             r.choices[c.index // 2 * 2].logprobs.token_logprobs[1:len(prompt)])  # one copy
+        # The shared context scored alike in both sequences (rows of one batch: rounding only).
+        for a, b in zip(r.choices[0].logprobs.token_logprobs[1:len(context)], r.choices[2].logprobs.token_logprobs[1:]):
+            self.assertAlmostEqual(a, b, delta=2e-3)
 
     def test_truncate_prompt_tokens_keeps_the_end_of_the_prompt(self):
         k = self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1).usage.prompt_tokens

@@ -41,6 +41,15 @@ BOOST_AUTO_TEST_CASE(carries_the_sampling_extensions_to_the_engine_request) {
   BOOST_TEST(s.sampling.logit_bias[0].bias == -100.0f);
 }
 
+BOOST_AUTO_TEST_CASE(echo_with_logprobs_asks_the_shards_for_the_prompts_logprobs_with_as_many_alternatives) {
+  const auto echo = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","echo":true,"logprobs":2})");
+  BOOST_TEST(request_spec(echo, base(), 0).sampling.prompt_logprobs == 2);
+  const auto plain = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","logprobs":2})");
+  BOOST_TEST(request_spec(plain, base(), 0).sampling.prompt_logprobs == -1);
+  const auto text = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","echo":true})");
+  BOOST_TEST(request_spec(text, base(), 0).sampling.prompt_logprobs == -1);
+}
+
 BOOST_AUTO_TEST_CASE(ignore_eos_drops_the_model_stop_tokens_but_keeps_them_masked_before_min_tokens) {
   const auto r = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","ignore_eos":true,"stop_token_ids":[4]})");
   const auto s = request_spec(r, base(), 0);

@@ -32,6 +32,7 @@ struct Coverage {
   std::uint64_t swap_outs = 0, swap_ins = 0, copies = 0, prefix_hits = 0, padding_rows = 0;
   std::uint64_t chunks = 0, forks = 0, no_room = 0;
   std::uint64_t cached_reported = 0;  // requests whose tokens report prefix-cache hits
+  std::uint64_t prompt_logprobs = 0;  // requests whose prompt log-probabilities came
 };
 
 // The whole output a sample produces: scripted tokens up to the first stop token (included)
@@ -46,6 +47,9 @@ inline std::vector<TokenId> scripted_output(RequestId id, std::uint32_t sample,
   return v;
 }
 
+// The scripted log-probability of the prompt token at `position`.
+inline float scripted_prompt_logprob(std::uint32_t position) { return -0.5f - float(position); }
+
 // What a scripted shard answers to a step, once `held` has applied it: the scripted token of
 // every sample it asks for.
 inline shard::StepResult scripted_result(const shard::SequenceState& held, const shard::Step& step,
@@ -54,9 +58,13 @@ inline shard::StepResult scripted_result(const shard::SequenceState& held, const
   r.step_id = step.id;
   r.duration_ns = duration_ns;
   for (const auto& w : step.seqs) {
-    if (w.padding || w.num_samples == 0) continue;
+    if (w.padding) continue;
     const auto* s = held.find(w.seq);
     BOOST_REQUIRE(s != nullptr);
+    if (s->sampling.prompt_logprobs >= 0)  // position p's row scores prompt token p + 1
+      for (std::uint32_t p = w.begin; p < w.end && p + 1 < s->prompt_len; ++p)
+        r.prompt_logprobs.push_back({w.seq, p + 1, s->tokens[p + 1], scripted_prompt_logprob(p + 1), {}});
+    if (w.num_samples == 0) continue;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s->sample;
       r.tokens.push_back({w.seq, scripted_token(s->request, sample, w.end), -1.0f, {}});
@@ -138,6 +146,7 @@ class Harness {
     for (const auto& t : ev.tokens) {
       out_[t.request].tokens[t.sample].push_back(t.token);
       check_cached_report(t);
+      check_prompt_logprobs(t);
     }
     record(ev.finished);
     ++steps_;
@@ -177,6 +186,26 @@ class Harness {
     cov_.cached_reported += t.cached_prompt_tokens > 0;
   }
 
+  // A request that asks for its prompt's log-probabilities gets them once, whole and in order,
+  // on its first token, and computed all of its prompt (no prefix-cache hit at first admission).
+  void check_prompt_logprobs(const TokenEvent& t) {
+    const auto& spec = specs_.at(t.request);
+    const bool first = prompt_logprobs_seen_.insert(t.request).second;
+    if (spec.sampling.prompt_logprobs < 0 || !first) {
+      BOOST_REQUIRE(t.prompt_logprobs.empty());
+      return;
+    }
+    BOOST_REQUIRE_EQUAL(t.cached_prompt_tokens, 0u);
+    BOOST_REQUIRE_EQUAL(t.prompt_logprobs.size(), spec.prompt.size() - 1);
+    for (std::uint32_t p = 1; p < spec.prompt.size(); ++p) {
+      const auto& e = t.prompt_logprobs[p - 1];
+      BOOST_REQUIRE_EQUAL(e.position, p);
+      BOOST_REQUIRE_EQUAL(e.token, spec.prompt[p]);
+      BOOST_REQUIRE_EQUAL(e.logprob, scripted_prompt_logprob(p));
+    }
+    ++cov_.prompt_logprobs;
+  }
+
   // The property the incremental protocol must keep: a shard that rebuilds every sequence from
   // the steps' deltas holds exactly the block manager's table and tokens for each one it runs.
   void check_step(const shard::Step& st, const std::vector<const shard::SequenceState::Sequence*>& held) {
@@ -214,6 +243,7 @@ class Harness {
   Scheduler sched_;
   kv::BlockManager bm_;
   std::map<RequestId, std::uint32_t> cached_;  // per request: the prefix-cache hit its tokens report
+  std::set<RequestId> prompt_logprobs_seen_;   // requests that had a token
   shard::SequenceState shard_;
   std::set<kv::SeqId> held_ids_;
   Time now_ = 0;

@@ -83,6 +83,7 @@ Coverage run(const Regime& regime, unsigned seed) {
       spec.n = uni(0, 4) == 0 ? uni(2, 3) : 1;
       spec.priority = std::int32_t(uni(0, 3));
       spec.stop_token_ids = {stop_token};
+      if (spec.id % 5 == 0) spec.sampling.prompt_logprobs = 2;  // computed whole, never from the cache
       const auto st = h.submit(spec);
       BOOST_REQUIRE(st == SubmitStatus::accepted || st == SubmitStatus::queue_full);
       ++next;
@@ -157,4 +158,5 @@ BOOST_DATA_TEST_CASE(every_request_finishes_once_with_exactly_its_tokens,
   if (name == "continuous") BOOST_TEST(cov.copies > 0u);  // reserved forks copy
   if (name == "dynamic") BOOST_TEST(cov.padding_rows > 0u);
   BOOST_TEST(cov.forks > 0u);
+  BOOST_TEST(cov.prompt_logprobs > 0u);
 }

@@ -47,6 +47,7 @@ struct Gen {
     s.frequency_penalty = f();
     s.repetition_penalty = f();
     s.logit_bias = many<LogitBias>(4, [&] { return LogitBias{static_cast<kv::TokenId>(u(50000)), f()}; });
+    s.prompt_logprobs = static_cast<std::int32_t>(u(4)) - 1;
     s.min_tokens = static_cast<std::uint32_t>(u(10));
     s.min_tokens_stop_ids = many<kv::TokenId>(3, [&] { return static_cast<kv::TokenId>(u(50000)); });
     return s;
@@ -95,6 +96,11 @@ struct Gen {
       t.top = many<TopLogprob>(u(3) == 0 ? 5 : 0, [&] { return TopLogprob{static_cast<kv::TokenId>(u(50000)), f()}; });
       return t;
     });
+    r.prompt_logprobs = many<PromptLogprob>(u(2) == 0 ? 40 : 0, [&] {
+      PromptLogprob t{kv::SeqId(rng()), static_cast<std::uint32_t>(u(4096)), static_cast<kv::TokenId>(u(50000)), f(), {}};
+      t.top = many<TopLogprob>(u(3) == 0 ? 5 : 0, [&] { return TopLogprob{static_cast<kv::TokenId>(u(50000)), f()}; });
+      return t;
+    });
     return r;
   }
 };
@@ -115,6 +121,7 @@ void check_same(const SamplingParams& a, const SamplingParams& b) {
     BOOST_TEST(a.logit_bias[i].token == b.logit_bias[i].token);
     BOOST_TEST(a.logit_bias[i].bias == b.logit_bias[i].bias);
   }
+  BOOST_TEST(a.prompt_logprobs == b.prompt_logprobs);
   BOOST_TEST(a.min_tokens == b.min_tokens);
   BOOST_TEST(a.min_tokens_stop_ids == b.min_tokens_stop_ids);
 }
@@ -162,6 +169,19 @@ void check_same(const StepResult& a, const StepResult& b) {
     for (std::size_t j = 0; j < a.tokens[i].top.size(); ++j) {
       BOOST_TEST(a.tokens[i].top[j].token == b.tokens[i].top[j].token);
       BOOST_TEST(a.tokens[i].top[j].logprob == b.tokens[i].top[j].logprob);
+    }
+  }
+  BOOST_REQUIRE_EQUAL(a.prompt_logprobs.size(), b.prompt_logprobs.size());
+  for (std::size_t i = 0; i < a.prompt_logprobs.size(); ++i) {
+    const auto &x = a.prompt_logprobs[i], &y = b.prompt_logprobs[i];
+    BOOST_TEST(x.seq == y.seq);
+    BOOST_TEST(x.position == y.position);
+    BOOST_TEST(x.token == y.token);
+    BOOST_TEST(x.logprob == y.logprob);
+    BOOST_REQUIRE_EQUAL(x.top.size(), y.top.size());
+    for (std::size_t j = 0; j < x.top.size(); ++j) {
+      BOOST_TEST(x.top[j].token == y.top[j].token);
+      BOOST_TEST(x.top[j].logprob == y.top[j].logprob);
     }
   }
 }

@@ -5,6 +5,8 @@
 #define BOOST_TEST_MODULE sim_shard
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #define CAF_TEST_NO_MAIN
 #define FAIL(msg) BOOST_FAIL(msg)
 #include <caf/test/dsl.hpp>
@@ -230,6 +232,36 @@ BOOST_AUTO_TEST_CASE(samples_one_token_per_requested_sample_never_the_stop_token
   unknown.seqs = {prefill};
   unknown.dropped = {10};
   BOOST_CHECK_THROW(sim::simulate_step(m, seqs, unknown), std::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_uniform_draws_for_each_computed_prompt_position) {
+  const auto& cat = Catalogue::builtin();
+  sim::SimShardModel m{sim::CostModel(cat.model("falcon-7b"), cat.hardware("a10g"), {}, 16), 3, 1, 9};
+  shard::SamplingParams asks;
+  asks.prompt_logprobs = 2;
+  shard::Step step;
+  step.added = {{10, 7, 0, 4, {2, 0, 1, 2}, asks}, {11, 8, 0, 4, {2, 0, 1, 2}, {}}};
+  shard::SeqWork chunk;  // positions 1 and 2 score prompt tokens 2 and 3; 3 would sample
+  chunk.seq = 10;
+  chunk.begin = 1;
+  chunk.end = 4;
+  chunk.num_samples = 1;
+  shard::SeqWork plain = chunk;  // does not ask
+  plain.seq = 11;
+  step.seqs = {chunk, plain};
+  sim::SimSequences seqs;
+  const auto r = sim::simulate_step(m, seqs, step);
+  BOOST_TEST_REQUIRE(r.prompt_logprobs.size() == 2u);
+  for (std::uint32_t i = 0; i < 2; ++i) {
+    const auto& e = r.prompt_logprobs[i];
+    BOOST_TEST(e.seq == 10u);
+    BOOST_TEST(e.position == i + 2);
+    BOOST_TEST(e.token == (std::vector<kv::TokenId>{1, 2}[i]));
+    BOOST_TEST(e.logprob == -std::log(3.0f));
+    BOOST_TEST_REQUIRE(e.top.size() == 2u);
+    BOOST_TEST(e.top[0].token == e.token);
+  }
+  BOOST_TEST(r.tokens.size() == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(draws_cover_the_vocabulary_evenly) {

@@ -1,5 +1,6 @@
 // CpuShard without actors: a Step's sampled tokens carry log-probabilities consistent with the
-// forward's logits, copy-on-write copies carry KV between blocks, and steps the shard cannot
+// forward's logits, prompt log-probabilities over a chunked prefill are HF transformers'
+// log-softmax, copy-on-write copies carry KV between blocks, and steps the shard cannot
 // run are refused with std::invalid_argument (the actor's error reply), by every stage of a
 // layer split at once, before any of them waits for the hand-over.
 #define BOOST_TEST_MODULE cpu_shard
@@ -7,6 +8,7 @@
 
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "actors/shard/cpu/cpu_shard.hpp"
+#include "tests/kernels/cpu/model/model_fixture.hpp"
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
 
@@ -86,6 +88,74 @@ BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixtu
     mass += std::exp(double(t.top[i].logprob));
   }
   BOOST_TEST(mass <= 1.0 + 1e-6);
+}
+
+// The f32 Llama fixture and HF transformers' logits at every prompt position: the prompt's
+// log-probabilities, computed over three chunks in a batch with another sequence, are the
+// log-softmax of those logits (float weights: logits within 1e-4, the BLAS shapes' rounding).
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transformers_log_softmax) {
+  const auto ref = testing::load_reference("llama.reference.json");
+  const auto m = testing::load_model("llama");
+  const auto weights = std::make_shared<kernels::cpu::ModelWeights>(m.weights);
+  shard::CpuShard s(weights, {4, 32, 8});
+  shard::CpuShard alone(weights, {4, 32, 8});
+  const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
+  const auto n = static_cast<std::uint32_t>(prompt.size());
+  shard::SamplingParams asks{0.0f};
+  asks.prompt_logprobs = 3;
+  const std::vector<std::uint32_t> ends{7, 16, n};
+  std::vector<shard::PromptLogprob> got;
+  kv::TokenId sampled = -1;
+  for (std::size_t c = 0; c < ends.size(); ++c) {
+    shard::Step step = step_of(c + 1);
+    shard::SeqWork w;
+    w.seq = 1;
+    if (c == 0) {
+      step.added.push_back({1, 1, 0, n, prompt, asks});
+      w.table_blocks = testing::shuffled_table(16, 4, n, 7);
+    } else {
+      w.table_first = (n + 3) / 4;  // unchanged
+    }
+    w.begin = c == 0 ? 0 : ends[c - 1];
+    w.end = ends[c];
+    w.num_samples = c + 1 == ends.size() ? 1 : 0;
+    step.seqs.push_back(w);
+    // Another sequence in the batch, sampled in each step: its row comes after the chunk's rows.
+    shard::Step other = step_of(c + 1);
+    prefill(step, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
+    prefill(other, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
+    const auto r = s.execute(step);
+    const auto expected = alone.execute(other);
+    BOOST_REQUIRE_EQUAL(r.tokens.size(), w.num_samples + 1);
+    BOOST_TEST(r.tokens.back().token == expected.tokens.at(0).token);
+    BOOST_TEST(std::abs(r.tokens.back().logprob - expected.tokens.at(0).logprob) < 1e-4);
+    if (w.num_samples) sampled = r.tokens.front().token;
+    got.insert(got.end(), r.prompt_logprobs.begin(), r.prompt_logprobs.end());
+  }
+  BOOST_TEST(sampled == ref.greedy.at(0));
+  BOOST_REQUIRE_EQUAL(got.size(), n - 1);  // every position but the first, once
+  for (std::uint32_t p = 1; p < n; ++p) {
+    const auto& e = got[p - 1];
+    BOOST_TEST(e.seq == 1u);
+    BOOST_TEST(e.position == p);
+    BOOST_TEST(e.token == prompt[p]);
+    // transformers' row at position p - 1 scores token p.
+    const auto& row = ref.logits[p - 1];
+    const float top = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float x : row) sum += std::exp(double(x) - top);
+    const auto log_softmax = [&](std::size_t t) { return double(row[t]) - top - std::log(sum); };
+    BOOST_TEST(std::abs(e.logprob - log_softmax(std::size_t(prompt[p]))) < 1e-3, "position " << p);
+    BOOST_REQUIRE_EQUAL(e.top.size(), 3u);
+    std::vector<std::size_t> order(row.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::partial_sort(order.begin(), order.begin() + 4, order.end(), [&](auto a, auto b) { return row[a] > row[b]; });
+    for (std::size_t k = 0; k < 3; ++k) {
+      BOOST_TEST(std::abs(e.top[k].logprob - log_softmax(order[k])) < 1e-3, "position " << p << " top " << k);
+      if (row[order[k]] - row[order[k + 1]] > 1e-3 && (k == 0 || row[order[k - 1]] - row[order[k]] > 1e-3))
+        BOOST_TEST(std::size_t(e.top[k].token) == order[k], "position " << p << " top " << k);
+    }
+  }
 }
 
 BOOST_FIXTURE_TEST_CASE(a_copied_block_continues_the_sequence_like_the_original, Fixture) {
