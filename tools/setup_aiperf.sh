@@ -7,14 +7,5 @@
 # scipy...; no torch), so tools/setup.sh leaves it out; CI (.ci/run) runs it. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-version=0.13.0
-venv=.venv/aiperf
-if [[ -x $venv/bin/python ]] && $venv/bin/python -c "
-import importlib.metadata as m, sys
-sys.exit(m.version('aiperf') != '$version')" 2>/dev/null; then
-  echo "setup: aiperf $version present in $venv" >&2
-  exit 0
-fi
-echo "setup: installing aiperf $version into $venv (PyPI, about 1.2 GB)" >&2
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -c tools/aiperf-constraints.txt "aiperf==$version" >&2
+source tools/pinned_venv.sh
+pinned_venv .venv/aiperf aiperf 0.13.0 "1.2 GB" tools/aiperf-constraints.txt "aiperf==0.13.0"

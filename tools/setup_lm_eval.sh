@@ -7,14 +7,5 @@
 # transformers; no torch), so tools/setup.sh leaves it out; CI (.ci/run) runs it. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-version=0.4.13
-venv=.venv/lmeval
-if [[ -x $venv/bin/python ]] && $venv/bin/python -c "
-import importlib.metadata as m, sys
-sys.exit(m.version('lm_eval') != '$version')" 2>/dev/null; then
-  echo "setup: lm-eval $version present in $venv" >&2
-  exit 0
-fi
-echo "setup: installing lm-eval $version into $venv (PyPI, about 0.9 GB)" >&2
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -c tools/lm-eval-constraints.txt "lm-eval[api]==$version" transformers >&2
+source tools/pinned_venv.sh
+pinned_venv .venv/lmeval lm_eval 0.4.13 "0.9 GB" tools/lm-eval-constraints.txt "lm-eval[api]==0.4.13" transformers

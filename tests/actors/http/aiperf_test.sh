@@ -14,21 +14,8 @@ if [[ ! -x "$venv/bin/aiperf" ]]; then
   echo "skipped: AIPerf is not installed in $venv (bash tools/setup_aiperf.sh installs it, about 1.2 GB)"
   exit 77
 fi
-work=$(mktemp -d)
-server_pid=
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; tail -n 20 "$work/serve.log" >&2; exit 1; }
-
-"$actorlm" serve --port 0 > "$work/serve.log" 2>&1 &
-server_pid=$!
-url=
-for _ in $(seq 300); do
-  url=$(grep -oE 'listening on http://127\.0\.0\.1:[0-9]+' "$work/serve.log" | head -n 1 | sed 's/listening on //') || true
-  [[ -n "$url" ]] && break
-  sleep 0.1
-done
-[[ -n "$url" ]] || fail "the server did not start"
+source "$(dirname "$0")/serve_for_test.sh"
+start_server "$actorlm"
 
 # The tokenizer is a local folder, so nothing is fetched (HF_HUB_OFFLINE=1 would make AIPerf
 # 0.13 take the folder for a hub repo id and fail).

@@ -17,21 +17,8 @@ if [[ ! -x "$venv/bin/lm_eval" ]]; then
   echo "skipped: lm-evaluation-harness is not installed in $venv (bash tools/setup_lm_eval.sh installs it)"
   exit 77
 fi
-work=$(mktemp -d)
-server_pid=
-cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; tail -n 20 "$work/serve.log" >&2; exit 1; }
-
-"$actorlm" serve --port 0 > "$work/serve.log" 2>&1 &
-server_pid=$!
-url=
-for _ in $(seq 300); do
-  url=$(grep -oE 'listening on http://127\.0\.0\.1:[0-9]+' "$work/serve.log" | head -n 1 | sed 's/listening on //') || true
-  [[ -n "$url" ]] && break
-  sleep 0.1
-done
-[[ -n "$url" ]] || fail "the server did not start"
+source "$(dirname "$0")/serve_for_test.sh"
+start_server "$actorlm"
 
 mkdir -p "$work/tasks"
 cat > "$work/tasks/capitals.jsonl" <<'JSONL'

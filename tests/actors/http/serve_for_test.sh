@@ -1,0 +1,22 @@
+# Sourced by the tests that drive `actorlm serve` with a tool from PyPI (aiperf_test.sh,
+# lm_eval_test.sh): start_server ACTORLM starts the server (default config: cpu backend, default
+# model) on a free loopback port with its log in a fresh directory; on exit the server is stopped
+# and the directory removed. Sets `work` (the directory) and `url`; fail MESSAGE ends the test,
+# with the server's last log lines.
+work=$(mktemp -d)
+server_pid=
+cleanup() { [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; tail -n 20 "$work/serve.log" >&2; exit 1; }
+
+start_server() {
+  "$1" serve --port 0 > "$work/serve.log" 2>&1 &
+  server_pid=$!
+  url=
+  for _ in $(seq 300); do
+    url=$(grep -oE 'listening on http://127\.0\.0\.1:[0-9]+' "$work/serve.log" | head -n 1 | sed 's/listening on //') || true
+    [[ -n "$url" ]] && return 0
+    sleep 0.1
+  done
+  fail "the server did not start"
+}
