@@ -58,14 +58,18 @@ std::optional<caf::expected<worker_actor>> try_reach(caf::actor_system& sys, con
 // Whether a plain TCP connection to the worker opens. CAF's TLS middleman answers
 // cannot_connect_to_node both for a refused connection and for a handshake the worker refused at
 // once (before the nonblocking session existed); this tells the two apart for the hint.
+// Within 2 s: a host that drops packets would otherwise hold the error for the OS's timeout.
 bool accepts_tcp(const Worker& w) {
   boost::asio::io_context io;
   boost::asio::ip::tcp::socket socket(io);
   boost::system::error_code ec;
   const auto endpoints = boost::asio::ip::tcp::resolver(io).resolve(w.host, std::to_string(w.port), ec);
   if (ec) return false;
-  boost::asio::connect(socket, endpoints, ec);
-  return !ec;
+  bool connected = false;
+  boost::asio::async_connect(socket, endpoints,
+                             [&](const boost::system::error_code& e, const auto&) { connected = !e; });
+  io.run_for(std::chrono::seconds(2));
+  return connected;
 }
 
 // The worker's actor, within `limit`. A handshake that outlasts the middleman's connection

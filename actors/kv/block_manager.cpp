@@ -62,6 +62,7 @@ std::uint64_t BlockManager::block_hash(std::uint64_t parent,
 PrefixMatch BlockManager::match_prefix(std::span<const TokenId> prompt) const {
   PrefixMatch m;
   if (!caching() || prompt.empty()) return m;
+  m.looked_up = true;
   const std::uint32_t bs = opt_.block_size;
   const std::size_t max_blocks = (prompt.size() - 1) / bs;
   m.blocks.reserve(max_blocks);
@@ -130,7 +131,7 @@ std::uint32_t BlockManager::allocate(SeqId seq, std::span<const TokenId> prompt,
   s.hashes = m.hashes;
   s.num_computed = cached;
   s.num_registered = static_cast<std::uint32_t>(m.blocks.size());
-  prefix_queried_tokens_ += caching() ? prompt.size() : 0;
+  prefix_queried_tokens_ += m.looked_up ? prompt.size() : 0;
   prefix_hit_tokens_ += cached;
   return cached;
 }

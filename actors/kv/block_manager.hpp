@@ -25,6 +25,7 @@ struct PrefixMatch {
   std::vector<BlockId> blocks;        // cached blocks serving the prompt's first full blocks
   std::vector<std::uint64_t> hashes;  // chain hash of every full block looked up
   std::uint32_t num_revived = 0;      // matched blocks that are cached (ref 0), not in use
+  bool looked_up = false;             // the cache was asked (the prefix-cache query counters)
   std::uint32_t cached_tokens(std::uint32_t block_size) const {
     return static_cast<std::uint32_t>(blocks.size()) * block_size;
   }

@@ -54,7 +54,7 @@ typename Inspector::result_type inspect(Inspector& f, KvStats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, SeqGrowth& x) {
   return f(caf::meta::type_name("SeqGrowth"), x.seq, x.admit, x.first_token, x.num_tokens,
-           x.max_total_tokens, x.computed_tokens);
+           x.max_total_tokens, x.computed_tokens, x.match_prefix);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ForkOp& x) {

@@ -25,6 +25,9 @@ void Scheduler::add_work(const Request& r, Seq& s, const Work& w, shard::Step& s
   if (!s.on_shards) {
     step.added.push_back({s.id, r.spec.id, s.sample, static_cast<std::uint32_t>(r.spec.prompt.size()), s.tokens,
                           r.spec.sampling});
+    // The prompt's log-probabilities are asked of the sequence that computes the prompt first,
+    // until they are delivered: not of a fork, nor of a recompute after their delivery.
+    if (r.prompt_logprobs_sent) step.added.back().sampling.prompt_logprobs = -1;
     s.on_shards = true;
     s.shard_tokens = held;
     s.table_sent = 0;

@@ -15,6 +15,10 @@ namespace actorlm::shard {
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::vector<float>& logits, std::size_t vocab, kernels::cpu::ThreadPool* pool,
                           std::vector<PromptLogprob>& out) {
+  const auto asks = [&](std::size_t i) { return !step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]); };
+  bool any = false;
+  for (std::size_t i = 0; i < step.seqs.size() && !any; ++i) any = asks(i);
+  if (!any) return;  // the rows are the sampler's already (every decode step)
   // First the entries and the rows they read; then the rows the sampler takes, moved down.
   struct Job {
     std::size_t row;   // in `logits` as written
@@ -29,7 +33,7 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
     const SeqWork& w = step.seqs[i];
     if (w.padding) continue;
     const auto& s = *work[i];
-    if (!wants_prompt_rows(w, s)) {
+    if (!asks(i)) {
       if (w.num_samples > 0) kept.push_back(row++);
       continue;
     }

@@ -24,6 +24,7 @@ inline bool wants_prompt_rows(const SeqWork& w, const SequenceState::Sequence& s
 // (padding left out), end - begin rows when wants_prompt_rows, else one row when it samples.
 // Appends the prompt entries, in step and position order, to `out`, then compacts `logits` in
 // place to one row per sampling SeqWork, as HostSampler takes them. Rows are scored on `pool`.
+// Returns at once (nothing to do) when no SeqWork asks for them.
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::vector<float>& logits, std::size_t vocab, kernels::cpu::ThreadPool* pool,
                           std::vector<PromptLogprob>& out);

@@ -167,7 +167,7 @@ bool decode_step(const std::vector<char>& in, Step& s) {
 
 void encode_step_result(const StepResult& x, std::vector<char>& out) {
   Writer w(out);
-  w.reserve(32 + x.tokens.size() * 20);
+  w.reserve(36 + x.tokens.size() * 20 + x.prompt_logprobs.size() * 24);
   w.put(result_magic);
   w.put(x.step_id);
   w.put(x.duration_ns);

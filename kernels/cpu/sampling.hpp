@@ -69,18 +69,18 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t stream,
                uint64_t position);
 
-// Logit processing before a draw, each in place on one row (logits: [vocab]; ids outside it are
-// ignored). A caller applies them in vLLM's order: the bias and the mask (its logits
-// processors), then the repetition, presence and frequency penalties.
-
-// OpenAI's repetition penalties: every token id t that occurs c > 0 times in `generated` loses
-// presence + c * frequency from its logit.
 // A given token's log-probability under the row's log-softmax, and the `top_logprobs` most likely
 // tokens, exactly as sample() reports them (prompt log-probabilities: the token is the prompt's
 // next one, not a draw). Errors: std::invalid_argument for an empty row, a token outside it, or
 // a row of only -inf or NaN.
 Sampled score(std::span<const float> logits, int32_t token, uint32_t top_logprobs);
 
+// Logit processing before a draw, each in place on one row (logits: [vocab]; ids outside it are
+// ignored). A caller applies them in vLLM's order: the bias and the mask (its logits
+// processors), then the repetition, presence and frequency penalties.
+
+// OpenAI's repetition penalties: every token id t that occurs c > 0 times in `generated` loses
+// presence + c * frequency from its logit.
 void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence,
                      float frequency);
 

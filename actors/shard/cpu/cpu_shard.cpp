@@ -40,6 +40,9 @@ StepResult CpuShard::execute(const Step& step) {
     take_prompt_logprobs(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(),
                          r.prompt_logprobs);
     sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(), r.tokens);
+    // A prompt's rows (rows x vocab floats: 1.6 GB for 8,192 tokens of a 49k vocabulary) are
+    // not kept for the next step.
+    if (!r.prompt_logprobs.empty()) std::vector<float>().swap(logits_);
   }
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();

@@ -288,6 +288,26 @@ BOOST_AUTO_TEST_CASE(serves_what_fits_in_order_and_names_the_rest) {
   BOOST_TEST(!bm.contains(2));
 }
 
+BOOST_AUTO_TEST_CASE(an_admission_that_skips_the_prefix_cache_computes_its_whole_prompt_and_queries_nothing) {
+  BlockManager bm(opts(8));
+  bm.allocate(1, iota_tokens(9), 9);
+  bm.mark_computed(1, 9);  // blocks 0 and 1 are cached now
+  ReserveRequest req;
+  req.add_growth(2, true, iota_tokens(9), 9, 9, false);  // the same prompt, for its prompt logprobs
+  auto r = apply_reservation(bm, req);
+  BOOST_REQUIRE(r.admitted.size() == 1u);
+  BOOST_TEST(r.admitted[0].cached_tokens == 0u);
+  BOOST_TEST(r.stats.device_used == 6u);  // its own 3 blocks beside the first sequence's
+  const auto before = bm.stats();
+  ReserveRequest again;
+  again.add_growth(3, true, iota_tokens(9), 9, 9);  // an ordinary admission hits
+  BOOST_TEST(apply_reservation(bm, again).admitted.at(0).cached_tokens == 8u);
+  const auto after = bm.stats();
+  BOOST_TEST(before.prefix_queried_tokens == 9u);  // sequence 1's lookup only
+  BOOST_TEST(after.prefix_queried_tokens == 18u);
+  BOOST_TEST(after.prefix_hit_tokens == 8u);
+}
+
 BOOST_AUTO_TEST_CASE(applies_frees_before_growth_so_their_blocks_serve_the_same_step) {
   BlockManager bm(opts(2));
   bm.allocate(1, iota_tokens(8), 8);

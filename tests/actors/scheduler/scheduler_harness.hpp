@@ -138,6 +138,9 @@ class Harness {
       cov_.padding_rows += w.padding;
       cov_.chunks += !w.padding && w.num_samples == 0;
     }
+    // Prompt log-probabilities are asked only until they are out (not of a later recompute).
+    for (const auto& n : st.added)
+      if (n.sampling.prompt_logprobs >= 0) BOOST_REQUIRE(!prompt_logprobs_seen_.contains(n.request));
     const auto& held = shard_.apply(st);  // the deltas, as every shard rank folds them
     check_step(st, held);
     const auto result = scripted_result(shard_, st, step_ns);

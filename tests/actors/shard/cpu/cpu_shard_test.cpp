@@ -119,17 +119,18 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
     w.begin = c == 0 ? 0 : ends[c - 1];
     w.end = ends[c];
     w.num_samples = c + 1 == ends.size() ? 1 : 0;
-    step.seqs.push_back(w);
-    // Another sequence in the batch, sampled in each step: its row comes after the chunk's rows.
+    // Another sequence in the batch, sampled in each step: its row comes before the chunk's
+    // rows, and the sampler's rows are moved down past them.
     shard::Step other = step_of(c + 1);
     prefill(step, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
     prefill(other, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
+    step.seqs.push_back(w);
     const auto r = s.execute(step);
     const auto expected = alone.execute(other);
     BOOST_REQUIRE_EQUAL(r.tokens.size(), w.num_samples + 1);
-    BOOST_TEST(r.tokens.back().token == expected.tokens.at(0).token);
-    BOOST_TEST(std::abs(r.tokens.back().logprob - expected.tokens.at(0).logprob) < 1e-4);
-    if (w.num_samples) sampled = r.tokens.front().token;
+    BOOST_TEST(r.tokens.front().token == expected.tokens.at(0).token);
+    BOOST_TEST(std::abs(r.tokens.front().logprob - expected.tokens.at(0).logprob) < 1e-4);
+    if (w.num_samples) sampled = r.tokens.back().token;
     got.insert(got.end(), r.prompt_logprobs.begin(), r.prompt_logprobs.end());
   }
   BOOST_TEST(sampled == ref.greedy.at(0));
