@@ -211,36 +211,29 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
     if (!w.padding) n += w.num_samples;
   r.tokens.reserve(n);
   const float uniform_logprob = uniform_logprob_of(m.vocab_size);
-  // The model draws every token uniformly: each prompt token has the same log-probability, and
-  // its alternatives are the ids after it, as a draw's are.
-  const auto alternatives = [&](kv::TokenId token, std::uint32_t asked) {
+  // The model draws every token uniformly: a prompt token has the same log-probability as a draw,
+  // and a token's alternatives are the ids after it.
+  const auto alternatives = [&](kv::TokenId token, std::uint32_t asked, float logprob) {
     std::vector<shard::TopLogprob> top;
     const std::uint32_t k = std::min({asked, max_top_logprobs, m.vocab_size});
     for (std::uint32_t i = 0; i < k; ++i)
-      top.push_back({static_cast<kv::TokenId>((std::uint32_t(token) + i) % m.vocab_size), uniform_logprob});
+      top.push_back({static_cast<kv::TokenId>((std::uint32_t(token) + i) % m.vocab_size), logprob});
     return top;
   };
   for (const auto& w : step.seqs) {
     if (w.padding) continue;
     const auto& s = seqs.at(w.seq);
-    if (s.prompt_logprobs < 0) continue;
-    for (std::uint32_t p = w.begin; p < w.end && p + 1 < s.prompt_len; ++p)
-      r.prompt_logprobs.push_back({w.seq, p + 1, s.prompt[p + 1], uniform_logprob,
-                                   alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs))});
-  }
-  for (const auto& w : step.seqs) {
-    if (w.padding || w.num_samples == 0) continue;
-    const auto& s = seqs.at(w.seq);
+    if (s.prompt_logprobs >= 0)  // position p scores prompt token p + 1
+      for (std::uint32_t p = w.begin; p < w.end && p + 1 < s.prompt_len; ++p)
+        r.prompt_logprobs.push_back({w.seq, p + 1, s.prompt[p + 1], uniform_logprob,
+                                     alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs), uniform_logprob)});
     const std::uint64_t position = w.end;  // of the new token
     const std::uint32_t generated = w.end > s.prompt_len ? w.end - s.prompt_len : 0;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s.sample;
       const SimDraw d = draw(m, s, s.draw_key, uniform_logprob, sample, position, generated);
       shard::SampledToken t{w.seq, d.token, d.logprob, {}};
-      if (s.logprobs) {
-        t.top = alternatives(t.token, s.top_logprobs);
-        for (auto& a : t.top) a.logprob = d.logprob;
-      }
+      if (s.logprobs) t.top = alternatives(t.token, s.top_logprobs, d.logprob);
       r.tokens.push_back(std::move(t));
     }
   }

@@ -10,11 +10,8 @@
 # Usage: aiperf_test.sh ACTORLM VENV TOKENIZER_DIR. Exit 77 (skipped) without VENV.
 set -euo pipefail
 actorlm="$1" venv="$2" tokenizer="$3"
-if [[ ! -x "$venv/bin/aiperf" ]]; then
-  echo "skipped: AIPerf is not installed in $venv (bash tools/setup_aiperf.sh installs it, about 1.2 GB)"
-  exit 77
-fi
 source "$(dirname "$0")/serve_for_test.sh"
+skip_without "$venv/bin/aiperf" "AIPerf (about 1.2 GB)" tools/setup_aiperf.sh
 start_server "$actorlm"
 
 # The tokenizer is a local folder, so nothing is fetched (HF_HUB_OFFLINE=1 would make AIPerf

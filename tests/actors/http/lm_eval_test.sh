@@ -13,11 +13,8 @@
 # Usage: lm_eval_test.sh ACTORLM VENV TOKENIZER_DIR. Exit 77 (skipped) without VENV.
 set -euo pipefail
 actorlm="$1" venv="$2" tokenizer="$3"
-if [[ ! -x "$venv/bin/lm_eval" ]]; then
-  echo "skipped: lm-evaluation-harness is not installed in $venv (bash tools/setup_lm_eval.sh installs it)"
-  exit 77
-fi
 source "$(dirname "$0")/serve_for_test.sh"
+skip_without "$venv/bin/lm_eval" "lm-evaluation-harness" tools/setup_lm_eval.sh
 start_server "$actorlm"
 
 mkdir -p "$work/tasks"
