@@ -4,8 +4,10 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <caf/actor_companion.hpp>
 #include <caf/actor_system.hpp>
-#include <caf/event_based_actor.hpp>
+#include <caf/mixin/requester.hpp>
+#include <caf/scoped_execution_unit.hpp>
 #include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 
@@ -13,103 +15,42 @@
 #include <mutex>
 
 namespace actorlm::http {
-
 namespace {
 
-// Submissions of one API call, handed from the I/O thread to the sink actor (local only).
-struct SubmitJob {
-  std::vector<scheduler::RequestSpec> specs;
-  std::function<void(SubmitOutcome)> done;  // runs on the actor's thread; it posts to the I/O thread
+// CAF 0.17's actor_companion cannot send requests; this one can (request(...).then(...)).
+class SinkCompanion : public caf::extend<caf::actor_companion, SinkCompanion>::with<caf::mixin::requester> {
+ public:
+  using extended_base::extended_base;
 };
 
-using submit_atom = caf::atom_constant<caf::atom("h_submit")>;
-
 }  // namespace
-}  // namespace actorlm::http
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<actorlm::http::SubmitJob>)
-
-namespace actorlm::http {
-
-// What the actor and the I/O thread share. `io` and `bridge` are cleared by the bridge's
-// destructor: the actor then posts nothing more, and handlers already posted do nothing.
+// The sink is a CAF actor companion: a real actor (it has an address, the scheduler sends it
+// typed SinkBatch messages, it monitors the scheduler and sends requests), whose enqueue runs
+// in the sender's thread and posts the message to the I/O thread, which then runs the actor's
+// behaviour. So a step's tokens cost one wake (the I/O thread's), not two (a CAF worker for an
+// event-based sink actor, then the I/O thread): that hop took a median of 97 µs at 256 streams.
+// `io` and `bridge` are cleared by the bridge's destructor (and detach): the companion then
+// posts nothing more, and handlers already posted do nothing.
 struct EngineBridge::Core {
   std::mutex mu;
   boost::asio::io_context* io = nullptr;
   EngineBridge* bridge = nullptr;  // read on the I/O thread only
+  std::weak_ptr<Core> holder;      // this Core, for the posted handlers to keep it alive
   scheduler::scheduler_actor scheduler;
-  caf::actor actor;
+  SinkCompanion* self = nullptr;  // owned by `actor`
+  caf::strong_actor_ptr actor;
+  caf::scoped_execution_unit unit;  // the companion's execution context on the I/O thread
 
-  template <class F>
-  void post(F f) {
+  // Any thread (the companion's enqueue): runs the message on the I/O thread.
+  void post(caf::mailbox_element_ptr m) {
     std::lock_guard lock(mu);
     if (!io) return;
-    boost::asio::post(*io, [this, keep = holder.lock(), f = std::move(f)]() mutable {
-      if (bridge) f(*bridge);
+    boost::asio::post(*io, [this, keep = holder.lock(), m = std::move(m)]() mutable {
+      if (bridge) self->activate(&unit, *m);
     });
   }
-  std::weak_ptr<Core> holder;  // this Core, for the posted handlers to keep it alive
 };
-
-namespace {
-
-void answer(const std::shared_ptr<SubmitJob>& job, std::vector<scheduler::SubmitStatus> status, std::string reason) {
-  job->done(SubmitOutcome{std::move(status), std::move(reason)});
-}
-
-caf::behavior sink_actor(caf::event_based_actor* self, std::shared_ptr<EngineBridge::Core> core) {
-  const auto scheduler = core->scheduler;
-  self->monitor(scheduler);
-  self->set_down_handler([self, core](const caf::down_msg& dm) {
-    const std::string why = "the engine stopped: " + self->system().render(dm.reason);
-    core->post([why](EngineBridge& b) { b.fail_all(why); });
-  });
-  return {
-      [core](scheduler::SinkBatch& b) {
-        ChannelBatch c{std::move(b.tokens), std::move(b.finished), std::move(b.error), {}};
-        core->post([c = std::move(c)](EngineBridge& bridge) mutable { bridge.dispatch(c); });
-      },
-      [self, scheduler](submit_atom, std::shared_ptr<SubmitJob> job) {
-        // The scheduler answers in order; the last answer completes the job.
-        struct Pending {
-          std::vector<scheduler::SubmitStatus> status;
-          std::size_t left = 0;
-          bool unavailable = false;
-        };
-        auto pending = std::make_shared<Pending>();
-        pending->status.resize(job->specs.size(), scheduler::SubmitStatus::unavailable);
-        pending->left = job->specs.size();
-        if (pending->left == 0) return answer(job, {}, {});
-        const auto sink = caf::actor_cast<scheduler::token_sink>(self);
-        auto finish = [self, scheduler, job, pending] {
-          if (!pending->unavailable) return answer(job, std::move(pending->status), {});
-          // Say why, as the engine knows it.
-          self->request(scheduler, caf::infinite, scheduler::sched_stats_atom::value)
-              .then([job, pending](const scheduler::EngineStats& s) {
-                      answer(job, std::move(pending->status), s.failure.empty() ? "(no reason given)" : s.failure);
-                    },
-                    [self, job, pending](const caf::error& e) {
-                      answer(job, std::move(pending->status), "the scheduler is gone: " + self->system().render(e));
-                    });
-        };
-        for (std::size_t i = 0; i < job->specs.size(); ++i) {
-          self->request(scheduler, caf::infinite, std::move(job->specs[i]), sink)
-              .then(
-                  [pending, i, finish](scheduler::SubmitStatus s) {
-                    pending->status[i] = s;
-                    if (s == scheduler::SubmitStatus::unavailable) pending->unavailable = true;
-                    if (--pending->left == 0) finish();
-                  },
-                  [pending, finish](const caf::error&) {  // the scheduler is gone
-                    pending->unavailable = true;
-                    if (--pending->left == 0) finish();
-                  });
-        }
-      },
-  };
-}
-
-}  // namespace
 
 EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost::asio::io_context& io)
     : core_(std::make_shared<Core>()) {
@@ -117,12 +58,26 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
   core_->io = &io;
   core_->bridge = this;
   core_->scheduler = engine.actors().scheduler;
-  core_->actor = sys.spawn(sink_actor, core_);
+  core_->unit.system_ptr(&sys);
+  core_->actor = caf::actor_cast<caf::strong_actor_ptr>(sys.spawn<SinkCompanion>());
+  auto* self = core_->self = static_cast<SinkCompanion*>(caf::actor_cast<caf::abstract_actor*>(core_->actor));
+  self->context(&core_->unit);
+  self->on_enqueue([core = core_.get()](caf::mailbox_element_ptr m) { core->post(std::move(m)); });
+  self->set_down_handler([this, self](const caf::down_msg& dm) {
+    fail_all("the engine stopped: " + self->system().render(dm.reason));
+  });
+  self->become([this](scheduler::SinkBatch& b) {
+    ChannelBatch c{std::move(b.tokens), std::move(b.finished), std::move(b.error), {}};
+    dispatch(c);
+  });
+  self->monitor(core_->scheduler);
 }
 
 EngineBridge::~EngineBridge() {
   detach();
-  caf::anon_send_exit(core_->actor, caf::exit_reason::user_shutdown);
+  // Terminates the companion: its pending requests' answers are dropped, whoever monitors it
+  // hears of it, and the actor system no longer waits for it.
+  core_->self->cleanup(caf::error{caf::exit_reason::user_shutdown}, &core_->unit);
 }
 
 void EngineBridge::detach() {
@@ -133,27 +88,63 @@ void EngineBridge::detach() {
 
 void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* listener,
                           std::function<void(SubmitOutcome)> done) {
-  std::vector<scheduler::RequestId> ids;
-  ids.reserve(specs.size());
+  // The scheduler answers in order (on this thread, through the companion); the last answer
+  // completes the call.
+  struct Pending {
+    std::vector<scheduler::RequestId> ids;
+    std::vector<scheduler::SubmitStatus> status;
+    std::size_t left = 0;
+    bool unavailable = false;
+    Listener* listener = nullptr;
+    std::function<void(SubmitOutcome)> done;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->status.resize(specs.size(), scheduler::SubmitStatus::unavailable);
+  pending->left = specs.size();
+  pending->listener = listener;
+  pending->done = std::move(done);
+  pending->ids.reserve(specs.size());
   for (const auto& s : specs) {
-    ids.push_back(s.id);
+    pending->ids.push_back(s.id);
     listeners_[s.id] = Entry{listener, 0, 0};
   }
-  auto job = std::make_shared<SubmitJob>();
-  job->specs = std::move(specs);
-  // Back on the I/O thread: hand the outcome over, unless the listener left meanwhile.
-  job->done = [core = core_, ids = std::move(ids), listener, done = std::move(done)](SubmitOutcome o) mutable {
-    core->post([ids = std::move(ids), listener, done = std::move(done), o = std::move(o)](EngineBridge& b) mutable {
-      const auto it = ids.empty() ? b.listeners_.end() : b.listeners_.find(ids.front());
-      if (!ids.empty() && (it == b.listeners_.end() || it->second.listener != listener)) {
-        for (std::size_t i = 0; i < ids.size(); ++i)
-          if (o.status[i] == scheduler::SubmitStatus::accepted) b.abort(ids[i]);
-        return;
-      }
-      done(std::move(o));
-    });
+  // Hands the outcome over, unless the listener left meanwhile: then whatever the engine
+  // accepted is aborted, so that nothing runs for nobody.
+  auto hand_over = [this, pending](std::string reason) {
+    const auto& ids = pending->ids;
+    const auto it = ids.empty() ? listeners_.end() : listeners_.find(ids.front());
+    if (!ids.empty() && (it == listeners_.end() || it->second.listener != pending->listener)) {
+      for (std::size_t i = 0; i < ids.size(); ++i)
+        if (pending->status[i] == scheduler::SubmitStatus::accepted) abort(ids[i]);
+      return;
+    }
+    pending->done(SubmitOutcome{std::move(pending->status), std::move(reason)});
   };
-  caf::anon_send(core_->actor, submit_atom::value, std::move(job));
+  if (specs.empty()) return hand_over({});
+  SinkCompanion* self = core_->self;
+  auto finish = [self, hand_over, pending, scheduler = core_->scheduler] {
+    if (!pending->unavailable) return hand_over({});
+    // Say why, as the engine knows it.
+    self->request(scheduler, caf::infinite, scheduler::sched_stats_atom::value)
+        .then([hand_over](const scheduler::EngineStats& s) {
+                hand_over(s.failure.empty() ? "(no reason given)" : s.failure);
+              },
+              [self, hand_over](const caf::error& e) { hand_over("the scheduler is gone: " + self->system().render(e)); });
+  };
+  const auto sink = caf::actor_cast<scheduler::token_sink>(core_->actor);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    self->request(core_->scheduler, caf::infinite, std::move(specs[i]), sink)
+        .then(
+            [pending, i, finish](scheduler::SubmitStatus s) {
+              pending->status[i] = s;
+              if (s == scheduler::SubmitStatus::unavailable) pending->unavailable = true;
+              if (--pending->left == 0) finish();
+            },
+            [pending, finish](const caf::error&) {  // the scheduler is gone
+              pending->unavailable = true;
+              if (--pending->left == 0) finish();
+            });
+  }
 }
 
 void EngineBridge::abort(scheduler::RequestId id) {
