@@ -5,76 +5,88 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
 
 namespace actorlm::shard {
 
+std::int64_t prompt_rows_per_slice(std::size_t vocab) {
+  constexpr std::size_t floats = std::size_t{1} << 24;  // 64 MiB of logits
+  return static_cast<std::int64_t>(std::clamp<std::size_t>(floats / std::max<std::size_t>(vocab, 1), 1, 256));
+}
+
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
-                          std::vector<float>& logits, std::size_t vocab, kernels::cpu::ThreadPool* pool,
-                          std::vector<PromptLogprob>& out) {
+                          std::int64_t kept, const PromptRows& rows, std::size_t vocab, std::int64_t slice,
+                          kernels::cpu::ThreadPool* pool, std::vector<PromptLogprob>& out) {
+  if (slice < 1) throw std::invalid_argument("take_prompt_logprobs: slice " + std::to_string(slice));
   const auto asks = [&](std::size_t i) { return !step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]); };
   bool any = false;
   for (std::size_t i = 0; i < step.seqs.size() && !any; ++i) any = asks(i);
-  if (!any) return;  // the rows are the sampler's already (every decode step)
-  // First the entries and the rows they read; then the rows the sampler takes, moved down.
+  if (!any) return;  // every decode step
   struct Job {
-    std::size_t row;   // in `logits` as written
-    std::size_t entry; // in `out`
-    std::uint32_t top; // how many alternatives
+    std::int64_t row;   // among the kept rows
+    std::size_t entry;  // in `out`
+    std::uint32_t top;  // how many alternatives
   };
   std::vector<Job> jobs;
-  std::vector<std::size_t> kept;  // the sampling rows, in order
   const std::size_t first_entry = out.size();
-  std::size_t row = 0;
+  std::int64_t row = 0;
   for (std::size_t i = 0; i < step.seqs.size(); ++i) {
+    if (!asks(i)) continue;
     const SeqWork& w = step.seqs[i];
-    if (w.padding) continue;
     const auto& s = *work[i];
-    if (!asks(i)) {
-      if (w.num_samples > 0) kept.push_back(row++);
-      continue;
-    }
     for (std::uint32_t p = w.begin; p < w.end; ++p, ++row) {
       if (p + 1 >= s.prompt_len) continue;  // scores a generated token (a recomputed sequence)
       jobs.push_back({row, out.size(), static_cast<std::uint32_t>(s.sampling.prompt_logprobs)});
       out.push_back({w.seq, p + 1, s.tokens[p + 1], 0, {}});
     }
-    if (w.num_samples > 0) kept.push_back(row - 1);
   }
-  if (row * vocab != logits.size())
-    throw std::logic_error("take_prompt_logprobs: the forward gave " + std::to_string(logits.size() / vocab) +
-                           " rows of logits, the step's work " + std::to_string(row));
+  if (row != kept)
+    throw std::logic_error("take_prompt_logprobs: the forward kept " + std::to_string(kept) +
+                           " prompt rows, the step's work has " + std::to_string(row));
 
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
-  const auto run = [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t k = begin; k < end; ++k) {
-      try {
-        const Job& job = jobs[static_cast<std::size_t>(k)];
-        PromptLogprob& e = out[job.entry];
-        const auto scored = kernels::cpu::score(std::span<const float>(logits).subspan(job.row * vocab, vocab), e.token, job.top);
-        e.logprob = scored.logprob;
-        e.top.reserve(scored.top.size());
-        for (const auto& t : scored.top) e.top.push_back({t.token, t.logprob});
-      } catch (...) {  // the pool's functions must not throw: the first failure is rethrown below
-        if (!failed.exchange(true)) failure = std::current_exception();
-        return;
-      }
+  std::vector<float> logits;  // one slice's rows
+  std::size_t next = 0;  // the first job of the slice
+  try {
+    for (std::int64_t first = 0; first < kept && next < jobs.size(); first += slice) {
+      const std::int64_t count = std::min(slice, kept - first);
+      std::size_t end = next;
+      while (end < jobs.size() && jobs[end].row < first + count) ++end;
+      if (end == next) continue;  // no prompt token in these rows
+      rows(first, count, logits);
+      const auto run = [&](std::int64_t begin, std::int64_t stop) {
+        for (std::int64_t k = begin; k < stop; ++k) {
+          try {
+            const Job& job = jobs[next + static_cast<std::size_t>(k)];
+            PromptLogprob& e = out[job.entry];
+            const auto at = static_cast<std::size_t>(job.row - first) * vocab;
+            const auto scored = kernels::cpu::score(std::span<const float>(logits).subspan(at, vocab), e.token, job.top);
+            e.logprob = scored.logprob;
+            e.top.reserve(scored.top.size());
+            for (const auto& t : scored.top) e.top.push_back({t.token, t.logprob});
+          } catch (...) {  // the pool's functions must not throw: the first failure is rethrown below
+            if (!failed.exchange(true)) failure = std::current_exception();
+            return;
+          }
+        }
+      };
+      const auto n = static_cast<std::int64_t>(end - next);
+      if (n < 2 || pool == nullptr || pool->size() == 1) run(0, n);
+      else pool->parallel_for(n, 1, run);
+      if (failure) break;
+      next = end;
     }
-  };
-  if (jobs.size() < 2 || pool == nullptr || pool->size() == 1) run(0, static_cast<std::int64_t>(jobs.size()));
-  else pool->parallel_for(static_cast<std::int64_t>(jobs.size()), 1, run);
+  } catch (...) {
+    out.resize(first_entry);
+    throw;
+  }
   if (failure) {
     out.resize(first_entry);
     std::rethrow_exception(failure);
   }
-
-  for (std::size_t k = 0; k < kept.size(); ++k)
-    if (kept[k] != k) std::memmove(logits.data() + k * vocab, logits.data() + kept[k] * vocab, vocab * sizeof(float));
-  logits.resize(kept.size() * vocab);
 }
 
 }  // namespace actorlm::shard

@@ -2,12 +2,15 @@
 // Prompt log-probabilities (SamplingParams::prompt_logprobs) from a forward's rows of logits, on
 // the host: the row at position p scores the prompt's token p + 1 (log-softmax of the unchanged
 // logits, with its top k, as kernels/cpu/sampling.hpp's score). Used by the cpu backend, whose
-// forward gives every row of such a sequence's chunk (kernels::cpu::ForwardSeq::all_logits).
+// forward keeps every row of such a sequence's chunk (kernels::cpu::ForwardSeq::all_logits) and
+// projects them a slice at a time (Transformer::prompt_logits).
 // Plain C++, no CAF.
 
 #include "actors/shard/sequence_state.hpp"
 #include "actors/shard/shard_messages.hpp"
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace actorlm::kernels::cpu { class ThreadPool; }
@@ -20,13 +23,19 @@ inline bool wants_prompt_rows(const SeqWork& w, const SequenceState::Sequence& s
   return s.sampling.prompt_logprobs >= 0 && w.end > w.begin && w.begin + 1 < s.prompt_len;
 }
 
-// `logits`: [rows, vocab] as the forward wrote them for the step: per SeqWork in step order
-// (padding left out), end - begin rows when wants_prompt_rows, else one row when it samples.
-// Appends the prompt entries, in step and position order, to `out`, then compacts `logits` in
-// place to one row per sampling SeqWork, as HostSampler takes them. Rows are scored on `pool`.
-// Returns at once (nothing to do) when no SeqWork asks for them.
+// The logits of `count` kept rows from `first`: out becomes [count, vocab].
+using PromptRows = std::function<void(std::int64_t first, std::int64_t count, std::vector<float>& out)>;
+
+// The kept rows: per SeqWork in step order (padding left out), end - begin rows when
+// wants_prompt_rows, `kept` in all. Appends the prompt entries, in step and position order, to
+// `out`. The rows are projected by `rows` `slice` at a time (prompt_rows_per_slice) and scored
+// on `pool`. Returns at once (nothing to do) when no SeqWork asks for them.
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
-                          std::vector<float>& logits, std::size_t vocab, kernels::cpu::ThreadPool* pool,
-                          std::vector<PromptLogprob>& out);
+                          std::int64_t kept, const PromptRows& rows, std::size_t vocab, std::int64_t slice,
+                          kernels::cpu::ThreadPool* pool, std::vector<PromptLogprob>& out);
+
+// Rows of a vocabulary of `vocab` that fit in 64 MiB of logits, at most 256 (at least 1): 256
+// for SmolLM2's 49,152 tokens (48 MiB), 130 for Llama 3's 128,256.
+std::int64_t prompt_rows_per_slice(std::size_t vocab);
 
 }  // namespace actorlm::shard

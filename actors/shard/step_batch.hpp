@@ -21,8 +21,8 @@ std::vector<kernels::BlockPair> block_pairs(const std::vector<Move>& moves) {
 }
 
 // The forward's batch: each SeqWork's positions [begin, end) of its sequence's tokens, over its
-// whole block table, with the last row's logits when it samples (every row's when it asks for
-// prompt log-probabilities: wants_prompt_rows); padding rows left out. `work`
+// whole block table, with the last row's logits when it samples, and every row kept for its
+// logits when it asks for prompt log-probabilities (wants_prompt_rows); padding rows left out. `work`
 // as SequenceState::apply returned it for the step; the batch points into that state.
 inline void forward_batch(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::vector<kernels::cpu::ForwardSeq>& batch) {

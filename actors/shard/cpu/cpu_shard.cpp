@@ -1,5 +1,6 @@
 #include "actors/shard/cpu/cpu_shard.hpp"
 
+#include "actors/shard/prompt_logprobs.hpp"
 #include "actors/shard/step_batch.hpp"
 
 #include <chrono>
@@ -13,7 +14,9 @@ CpuShard::CpuShard(std::shared_ptr<const kernels::cpu::ModelWeights> weights,
     : weights_(std::move(weights)),
       cache_(weights_->spec, weights_->heads, o.block_size, o.device_blocks, o.host_blocks, o.kv_dtype,
              static_cast<std::uint32_t>(weights_->layers.size())),
-      transformer_(*weights_, std::move(all_reduce), o.threads, std::move(link)) {}
+      transformer_(*weights_, std::move(all_reduce), o.threads, std::move(link)),
+      prompt_slice_(o.prompt_rows_per_slice > 0 ? o.prompt_rows_per_slice
+                                                : prompt_rows_per_slice(static_cast<std::size_t>(weights_->spec.vocab))) {}
 
 StepResult CpuShard::execute(const Step& step) {
   const auto start = std::chrono::steady_clock::now();
@@ -37,12 +40,12 @@ StepResult CpuShard::execute(const Step& step) {
   StepResult r;
   r.step_id = step.id;
   if (weights_->samples()) {
-    take_prompt_logprobs(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(),
-                         r.prompt_logprobs);
-    sampler_.sample(step, work, logits_, static_cast<std::size_t>(weights_->spec.vocab), &transformer_.pool(), r.tokens);
-    // A prompt's rows (rows x vocab floats: 1.6 GB for 8,192 tokens of a 49k vocabulary) are
-    // not kept for the next step.
-    if (!r.prompt_logprobs.empty()) std::vector<float>().swap(logits_);
+    const auto vocab = static_cast<std::size_t>(weights_->spec.vocab);
+    take_prompt_logprobs(
+        step, work, transformer_.prompt_rows(),
+        [this](std::int64_t first, std::int64_t count, std::vector<float>& out) { transformer_.prompt_logits(first, count, out); },
+        vocab, prompt_slice_, &transformer_.pool(), r.prompt_logprobs);
+    sampler_.sample(step, work, logits_, vocab, &transformer_.pool(), r.tokens);
   }
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();

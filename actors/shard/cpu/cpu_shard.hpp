@@ -20,6 +20,9 @@ struct CpuShardOptions {
   std::uint32_t host_blocks = 0;
   std::int32_t threads = 1;  // the forward's thread pool, this rank's cores
   kernels::cpu::KvDtype kv_dtype = kernels::cpu::KvDtype::f32;
+  // Prompt rows whose logits are computed at once for prompt log-probabilities (0: as many as
+  // fit in 64 MiB, at most 256; prompt_rows_per_slice).
+  std::int64_t prompt_rows_per_slice = 0;
 };
 
 class CpuShard {
@@ -46,6 +49,7 @@ class CpuShard {
   std::vector<kernels::cpu::ForwardSeq> batch_;
   std::vector<float> logits_;  // [rows, vocab]
   HostSampler sampler_;        // on the sampling rank
+  std::int64_t prompt_slice_;  // CpuShardOptions::prompt_rows_per_slice, resolved
 };
 
 }  // namespace actorlm::shard

@@ -70,6 +70,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
   tokens_ = 0;
   for (const auto& q : seqs) tokens_ += static_cast<std::int64_t>(q.tokens.size());
   logits.clear();
+  kept_.clear();
   if (tokens_ == 0) return;
 
   positions_.resize(static_cast<std::size_t>(tokens_));
@@ -128,21 +129,41 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     throw std::logic_error("transformer: logits asked of rank " + std::to_string(w_.rank) +
                            ", which does not hold the output projection");
 
-  // Final norm and output projection only for the rows whose logits are wanted.
+  // Final norm for the rows whose logits are wanted, and the output projection now for the
+  // sampling rows only; a prompt's rows are projected a slice at a time by prompt_logits.
   std::vector<float>& last = last_;  // [rows, hidden]
   last.clear();
+  kept_.clear();
   row = 0;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::int64_t>(q.tokens.size());
-    if (q.all_logits) last.insert(last.end(), x_.begin() + row * h, x_.begin() + (row + n) * h);
-    else if (q.want_logits && n > 0) last.insert(last.end(), x_.begin() + (row + n - 1) * h, x_.begin() + (row + n) * h);
+    if (q.all_logits) kept_.insert(kept_.end(), x_.begin() + row * h, x_.begin() + (row + n) * h);
+    if (q.want_logits && n > 0) last.insert(last.end(), x_.begin() + (row + n - 1) * h, x_.begin() + (row + n) * h);
     row += n;
   }
+  if (kept_.empty()) std::vector<float>().swap(kept_);  // a long prompt's rows are not held on to
+  for (auto* rows_of : {&last, &kept_}) {
+    const std::int64_t rows = static_cast<std::int64_t>(rows_of->size()) / h;
+    float* d = rows_of->data();
+    if (s.family == Family::llama) rms_norm(d, rows, h, w_.out_norm.data(), s.norm_eps, d);
+    else layer_norm(d, rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, d);
+  }
   const std::int64_t rows = static_cast<std::int64_t>(last.size()) / h;
-  if (s.family == Family::llama) rms_norm(last.data(), rows, h, w_.out_norm.data(), s.norm_eps, last.data());
-  else layer_norm(last.data(), rows, h, w_.out_norm.data(), w_.out_norm_bias.data(), s.norm_eps, last.data());
   logits.resize(static_cast<std::size_t>(rows * s.vocab));
   cpu::matmul({last.data(), rows, &w_.output_matrix(), logits.data()}, pool_, matmul_scratch_);
+}
+
+std::int64_t Transformer::prompt_rows() const {
+  return static_cast<std::int64_t>(kept_.size()) / w_.spec.hidden;
+}
+
+void Transformer::prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out) {
+  if (first < 0 || count < 0 || first + count > prompt_rows())
+    throw std::out_of_range("transformer: prompt rows [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                            ") asked, " + std::to_string(prompt_rows()) + " kept");
+  out.resize(static_cast<std::size_t>(count * w_.spec.vocab));
+  if (count == 0) return;
+  cpu::matmul({kept_.data() + first * w_.spec.hidden, count, &w_.output_matrix(), out.data()}, pool_, matmul_scratch_);
 }
 
 void Transformer::attention_block(std::int32_t layer, std::span<const ForwardSeq> seqs,

@@ -22,7 +22,8 @@ struct ForwardSeq {
   std::uint32_t first_position = 0;            // of tokens[0]
   std::span<const std::uint32_t> block_table;  // covers [0, first_position + n)
   bool want_logits = false;                    // logits of the last token
-  bool all_logits = false;                     // logits of every token (prompt log-probabilities)
+  bool all_logits = false;                     // keep every token's final hidden state (prompt
+                                               // log-probabilities): see prompt_logits
 };
 
 using AllReduce = std::function<void(std::span<float>)>;
@@ -44,14 +45,20 @@ class Transformer {
                        StageLink link = {});
 
   // Runs the batch, writing its K/V into `cache` (this stage's layers). When `compute_logits`
-  // (weights.samples()), `logits`
-  // becomes [rows, vocab]: one row per sequence with want_logits (its last token), n rows for
-  // one with all_logits, in batch order.
+  // (weights.samples()), `logits` becomes [rows, vocab]: one row per sequence with want_logits
+  // (its last token), in batch order; and the final (normed) hidden state of every token of the
+  // sequences with all_logits is kept, in batch order, for prompt_logits.
   // Throws std::out_of_range for a token id outside the vocabulary or a table that does not
   // cover a sequence.
   // `step` tags the layer split's hand-over (the step's id; unused with one stage).
   void forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool compute_logits,
                std::vector<float>& logits, std::uint64_t step = 0);
+
+  // The rows kept by the last forward (all_logits), and the logits of `count` of them from
+  // `first`: out becomes [count, vocab]. Projecting a slice at a time keeps a long prompt's
+  // scores from needing rows x vocabulary floats at once. Throws std::out_of_range past the end.
+  std::int64_t prompt_rows() const;
+  void prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out);
 
   const ModelWeights& weights() const { return w_; }
   // The forward's threads, for work on its results (sampling the logits' rows).
@@ -78,6 +85,7 @@ class Transformer {
   // Activations, [tokens_, ...]
   std::vector<float> x_, normed_, normed2_, qkv_, attn_, proj_, up_, act_, mlp_out_;
   std::vector<float> last_;  // [logit rows, hidden]: the rows whose logits are computed
+  std::vector<float> kept_;  // [prompt rows, hidden]: all_logits sequences' rows, normed
 };
 
 }  // namespace actorlm::kernels::cpu

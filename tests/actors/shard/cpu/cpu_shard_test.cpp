@@ -8,6 +8,7 @@
 
 #include "actors/shard/cpu/cpu_backend.hpp"
 #include "actors/shard/cpu/cpu_shard.hpp"
+#include "actors/shard/prompt_logprobs.hpp"
 #include "tests/kernels/cpu/model/model_fixture.hpp"
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
@@ -93,11 +94,14 @@ BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixtu
 // The f32 Llama fixture and HF transformers' logits at every prompt position: the prompt's
 // log-probabilities, computed over three chunks in a batch with another sequence, are the
 // log-softmax of those logits (float weights: logits within 1e-4, the BLAS shapes' rounding).
+// The shard projects the prompt's rows 3 at a time, so slices end inside and across chunks.
 BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transformers_log_softmax) {
   const auto ref = testing::load_reference("llama.reference.json");
   const auto m = testing::load_model("llama");
   const auto weights = std::make_shared<kernels::cpu::ModelWeights>(m.weights);
-  shard::CpuShard s(weights, {4, 32, 8});
+  shard::CpuShardOptions sliced{4, 32, 8};
+  sliced.prompt_rows_per_slice = 3;
+  shard::CpuShard s(weights, sliced);
   shard::CpuShard alone(weights, {4, 32, 8});
   const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
   const auto n = static_cast<std::uint32_t>(prompt.size());
@@ -119,8 +123,7 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
     w.begin = c == 0 ? 0 : ends[c - 1];
     w.end = ends[c];
     w.num_samples = c + 1 == ends.size() ? 1 : 0;
-    // Another sequence in the batch, sampled in each step: its row comes before the chunk's
-    // rows, and the sampler's rows are moved down past them.
+    // Another sequence in the batch, sampled in each step, before the chunk.
     shard::Step other = step_of(c + 1);
     prefill(step, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
     prefill(other, 10 + c, {5, 9, 200, 17, 3}, {static_cast<kv::BlockId>(16 + 2 * c), static_cast<kv::BlockId>(17 + 2 * c)});
@@ -444,4 +447,14 @@ BOOST_FIXTURE_TEST_CASE(a_step_one_stage_cannot_run_is_refused_by_every_stage_be
   BOOST_TEST(results[0].tokens.empty());  // the first stage samples nothing
   BOOST_TEST_REQUIRE(results[1].tokens.size() == 1u);
   BOOST_TEST(results[1].tokens[0].token == expected.tokens.at(0).token);
+}
+
+// A prompt's rows are projected in slices of at most 64 MiB of logits and at most 256 rows.
+BOOST_AUTO_TEST_CASE(prompt_rows_are_projected_in_slices_of_at_most_64_mib) {
+  BOOST_TEST(shard::prompt_rows_per_slice(49152) == 256);   // SmolLM2: 48 MiB
+  BOOST_TEST(shard::prompt_rows_per_slice(128256) == 130);  // Llama 3: 63.6 MiB
+  BOOST_TEST(shard::prompt_rows_per_slice(1) == 256);
+  BOOST_TEST(shard::prompt_rows_per_slice(std::size_t{1} << 25) == 1);  // a row above 64 MiB: still one
+  for (std::size_t vocab : {32000u, 65536u, 151936u, 256000u})
+    BOOST_TEST(shard::prompt_rows_per_slice(vocab) * vocab * sizeof(float) <= std::size_t{64} << 20);
 }
