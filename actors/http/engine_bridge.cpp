@@ -12,7 +12,9 @@
 #include <caf/system_messages.hpp>
 
 #include <algorithm>
+#include <exception>
 #include <mutex>
+#include <utility>
 
 namespace actorlm::http {
 namespace {
@@ -38,17 +40,32 @@ struct EngineBridge::Core {
   EngineBridge* bridge = nullptr;  // read on the I/O thread only
   std::weak_ptr<Core> holder;      // this Core, for the posted handlers to keep it alive
   scheduler::scheduler_actor scheduler;
-  SinkCompanion* self = nullptr;  // owned by `actor`
+  caf::scoped_execution_unit unit;  // the companion's execution context (outlives `actor`)
+  SinkCompanion* self = nullptr;    // owned by `actor`
   caf::strong_actor_ptr actor;
-  caf::scoped_execution_unit unit;  // the companion's execution context on the I/O thread
 
-  // Any thread (the companion's enqueue): runs the message on the I/O thread.
+  std::exception_ptr escaped;  // what a handler threw, rethrown after its activation
+
+  // Any thread (the companion's enqueue): runs the message on the I/O thread. What a handler
+  // throws leaves through the event loop (which logs it and goes on), as any handler's would,
+  // instead of ending the actor (CAF's way) and with it every stream of the thread.
   void post(caf::mailbox_element_ptr m) {
     std::lock_guard lock(mu);
     if (!io) return;
     boost::asio::post(*io, [this, keep = holder.lock(), m = std::move(m)]() mutable {
-      if (bridge) self->activate(&unit, *m);
+      if (!bridge) return;
+      self->activate(&unit, *m);
+      if (auto e = std::exchange(escaped, nullptr)) std::rethrow_exception(e);
     });
+  }
+  // Runs a handler's body (I/O thread, inside an activation).
+  template <class F>
+  void guard(F&& f) {
+    try {
+      f();
+    } catch (...) {
+      escaped = std::current_exception();
+    }
   }
 };
 
@@ -64,11 +81,13 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
   self->context(&core_->unit);
   self->on_enqueue([core = core_.get()](caf::mailbox_element_ptr m) { core->post(std::move(m)); });
   self->set_down_handler([this, self](const caf::down_msg& dm) {
-    fail_all("the engine stopped: " + self->system().render(dm.reason));
+    core_->guard([&] { fail_all("the engine stopped: " + self->system().render(dm.reason)); });
   });
   self->become([this](scheduler::SinkBatch& b) {
-    ChannelBatch c{std::move(b.tokens), std::move(b.finished), std::move(b.error), {}};
-    dispatch(c);
+    core_->guard([&] {
+      ChannelBatch c{std::move(b.tokens), std::move(b.finished), std::move(b.error), {}};
+      dispatch(c);
+    });
   });
   self->monitor(core_->scheduler);
 }
@@ -122,14 +141,19 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
   };
   if (specs.empty()) return hand_over({});
   SinkCompanion* self = core_->self;
-  auto finish = [self, hand_over, pending, scheduler = core_->scheduler] {
-    if (!pending->unavailable) return hand_over({});
+  Core* core = core_.get();
+  // The answers' handlers run inside the companion's activations (core->guard).
+  auto finish = [self, core, hand_over, pending, scheduler = core_->scheduler] {
+    if (!pending->unavailable) return core->guard([&] { hand_over({}); });
     // Say why, as the engine knows it.
     self->request(scheduler, caf::infinite, scheduler::sched_stats_atom::value)
-        .then([hand_over](const scheduler::EngineStats& s) {
-                hand_over(s.failure.empty() ? "(no reason given)" : s.failure);
-              },
-              [self, hand_over](const caf::error& e) { hand_over("the scheduler is gone: " + self->system().render(e)); });
+        .then(
+            [core, hand_over](const scheduler::EngineStats& s) {
+              core->guard([&] { hand_over(s.failure.empty() ? "(no reason given)" : s.failure); });
+            },
+            [self, core, hand_over](const caf::error& e) {
+              core->guard([&] { hand_over("the scheduler is gone: " + self->system().render(e)); });
+            });
   };
   const auto sink = caf::actor_cast<scheduler::token_sink>(core_->actor);
   for (std::size_t i = 0; i < specs.size(); ++i) {
