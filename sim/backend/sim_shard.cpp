@@ -157,7 +157,7 @@ SimDraw sim_draw(const SimShardModel& m, const SimSequences::Seq& s, std::uint32
               generated);
 }
 
-StepShape step_shape(const shard::Step& step) {
+StepShape step_shape(const shard::Step& step, const SimSequences* seqs) {
   StepShape s;
   std::uint32_t longest = 1;
   bool padded = false;
@@ -168,7 +168,11 @@ StepShape step_shape(const shard::Step& step) {
     }
     if (w.end <= w.begin) continue;
     longest = std::max(longest, w.end);
-    s.add(w.end - w.begin, w.end, w.num_samples > 0);
+    const bool scores_prompt = seqs != nullptr && [&] {
+      const auto& q = seqs->at(w.seq);
+      return q.prompt_logprobs >= 0 && w.begin + 1 < q.prompt_len;
+    }();
+    s.add(w.end - w.begin, w.end, w.num_samples > 0, scores_prompt);
   }
   if (padded)
     for (const auto& w : step.seqs)
@@ -204,7 +208,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
   seqs.apply(step, m.seed);
   shard::StepResult r;
   r.step_id = step.id;
-  const double seconds = m.cost.step_seconds(step_shape(step));
+  const double seconds = m.cost.step_seconds(step_shape(step, &seqs));
   r.duration_ns = std::max<std::int64_t>(1, std::llround(seconds * 1e9));
   std::size_t n = 0;
   for (const auto& w : step.seqs)

@@ -34,9 +34,13 @@ struct SimShardModel {
 shard::shard_actor spawn_sim_shard(caf::actor_system&, std::uint32_t rank,
                                    std::shared_ptr<const SimShardModel>);
 
+class SimSequences;
+
 // The step as the cost model sees it. A padding row (dynamic batching's finished member) costs
 // like one decode token attending to the longest context in the step, as in a padded batch.
-StepShape step_shape(const shard::Step&);
+// With the sequences (applied for the step), a chunk that scores prompt tokens (prompt
+// log-probabilities) puts every one of its rows through the LM head.
+StepShape step_shape(const shard::Step&, const SimSequences* = nullptr);
 
 // What rank 0 keeps of each sequence from the incremental steps: what its token draws need.
 class SimSequences {

@@ -15,10 +15,11 @@
 
 namespace actorlm::sim {
 
-void StepShape::add(std::uint32_t new_tokens, std::uint32_t context, bool logits) {
+void StepShape::add(std::uint32_t new_tokens, std::uint32_t context, bool logits, bool all_logits) {
   context = std::max(context, new_tokens);
   tokens += new_tokens;
-  if (logits) ++logit_rows;
+  if (all_logits) logit_rows += new_tokens;
+  else if (logits) ++logit_rows;
   if (new_tokens == 1) {
     ++decode_seqs;
     decode_context += context;

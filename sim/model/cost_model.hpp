@@ -20,7 +20,8 @@ namespace actorlm::sim {
 // sequence; O(1) per sequence, no allocation.
 struct StepShape {
   std::uint64_t tokens = 0;           // new tokens of every sequence (padding rows included)
-  std::uint32_t logit_rows = 0;       // sequences whose last position goes through the LM head
+  std::uint32_t logit_rows = 0;       // rows through the LM head: a sampling sequence's last,
+                                      // every row of a chunk scored for prompt log-probabilities
   std::uint32_t prefill_seqs = 0;     // sequences with more than one new token
   std::uint64_t prefill_tokens = 0;
   double prefill_pairs = 0;           // (query, key) pairs under the causal mask, summed
@@ -31,8 +32,9 @@ struct StepShape {
   std::uint32_t copied_blocks = 0;    // KV blocks copied on the device (copy-on-write)
 
   // One sequence: `new_tokens` computed now, attending to `context` positions in all
-  // (context >= new_tokens: the new tokens are the last ones); `logits`: it samples.
-  void add(std::uint32_t new_tokens, std::uint32_t context, bool logits);
+  // (context >= new_tokens: the new tokens are the last ones); `logits`: it samples;
+  // `all_logits`: every new token's row goes through the LM head (prompt log-probabilities).
+  void add(std::uint32_t new_tokens, std::uint32_t context, bool logits, bool all_logits = false);
 };
 
 enum class Op : std::uint8_t {

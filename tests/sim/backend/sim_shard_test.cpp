@@ -262,6 +262,19 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_uniform_draws_for_each_com
     BOOST_TEST(e.top[0].token == e.token);
   }
   BOOST_TEST(r.tokens.size() == 2u);
+  // The scored chunk's 3 rows go through the LM head, the other sequence's last row only.
+  sim::StepShape shape = sim::step_shape(step);
+  BOOST_TEST(shape.logit_rows == 2u);
+  BOOST_TEST(sim::step_shape(step, &seqs).logit_rows == 4u);
+  shape.logit_rows = 4;
+  BOOST_TEST(r.duration_ns == modelled_ns(m.cost, shape));
+  BOOST_TEST(r.duration_ns > modelled_ns(m.cost, sim::step_shape(step)));
+  // Once the prompt is scored (its last chunk, from position 3 on), a chunk costs as before.
+  shard::Step later;
+  shard::SeqWork rest = chunk;
+  rest.begin = 3;
+  later.seqs = {rest};
+  BOOST_TEST(sim::step_shape(later, &seqs).logit_rows == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(draws_cover_the_vocabulary_evenly) {
