@@ -24,6 +24,12 @@ using namespace actorlm;
 
 namespace {
 
+shard::SamplingParams greedy() {
+  shard::SamplingParams p;
+  p.temperature = 0.0f;
+  return p;
+}
+
 struct Fixture {
   std::unique_ptr<model::TensorSource> src = model::open_tensor_source(std::string(ACTORLM_MODEL_FIXTURES) + "/llama.gguf");
   model::Architecture spec = model::read_architecture(*src);
@@ -34,7 +40,7 @@ struct Fixture {
 
 // Adds a sequence the shard has not seen, with its whole prompt computed in this step.
 shard::SeqWork& prefill(shard::Step& step, kv::SeqId seq, std::vector<kv::TokenId> tokens,
-                        std::vector<kv::BlockId> table, shard::SamplingParams sampling = {0.0f}) {
+                        std::vector<kv::BlockId> table, shard::SamplingParams sampling = greedy()) {
   const auto n = static_cast<std::uint32_t>(tokens.size());
   step.added.push_back({seq, seq, 0, n, std::move(tokens), sampling});
   shard::SeqWork& w = step.seqs.emplace_back();
@@ -72,7 +78,7 @@ shard::Step step_of(std::uint64_t id) {
 BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixture) {
   auto s = make();
   shard::Step step = step_of(1);
-  shard::SamplingParams sampling{0.0f};
+  shard::SamplingParams sampling = greedy();
   sampling.logprobs = true;
   sampling.top_logprobs = 5;
   prefill(step, 1, {5, 9, 200, 17, 3, 88}, {6, 2}, sampling);
@@ -105,7 +111,7 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
   shard::CpuShard alone(weights, {4, 32, 8});
   const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
   const auto n = static_cast<std::uint32_t>(prompt.size());
-  shard::SamplingParams asks{0.0f};
+  shard::SamplingParams asks = greedy();
   asks.prompt_logprobs = 3;
   const std::vector<std::uint32_t> ends{7, 16, n};
   std::vector<shard::PromptLogprob> got;
@@ -172,7 +178,7 @@ BOOST_FIXTURE_TEST_CASE(a_copied_block_continues_the_sequence_like_the_original,
   shard::Step d = step_of(2);
   d.copies.push_back({1, 7});
   d.seqs.push_back(decode(1, first, 6, 2, {}));
-  d.added.push_back({2, 2, 0, 6, {1, 2, 3, 4, 5, 6, first}, {0.0f}});
+  d.added.push_back({2, 2, 0, 6, {1, 2, 3, 4, 5, 6, first}, greedy()});
   auto b = decode(2, -1, 6, 0, {0, 7});  // its tokens came whole: nothing appended
   d.seqs.push_back(b);
   const auto r = s.execute(d);
@@ -245,7 +251,7 @@ BOOST_FIXTURE_TEST_CASE(a_dropped_sequence_is_forgotten_and_can_be_added_again, 
   BOOST_TEST(s.sequences().size() == 0u);
   // Recomputed after preemption: back whole, with its generated token, to other blocks.
   shard::Step back = step_of(3);
-  back.added.push_back({1, 1, 0, 3, {1, 2, 3, first}, {0.0f}});
+  back.added.push_back({1, 1, 0, 3, {1, 2, 3, first}, greedy()});
   auto w = decode(1, -1, 0, 0, {5});
   w.end = 4;
   back.seqs.push_back(w);
