@@ -39,7 +39,7 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
     for (std::uint32_t p = w.begin; p < w.end; ++p, ++row) {
       if (p + 1 >= s.prompt_len) continue;  // scores a generated token (a recomputed sequence)
       jobs.push_back({row, out.size(), static_cast<std::uint32_t>(s.sampling.prompt_logprobs)});
-      out.push_back({w.seq, p + 1, s.tokens[p + 1], 0, {}});
+      out.push_back({w.seq, p + 1, s.tokens[p + 1], 0, {}, 0});
     }
   }
   if (row != kept)
@@ -65,6 +65,7 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
             const auto at = static_cast<std::size_t>(job.row - first) * vocab;
             const auto scored = kernels::cpu::score(std::span<const float>(logits).subspan(at, vocab), e.token, job.top);
             e.logprob = scored.logprob;
+            e.rank = scored.rank;
             e.top.reserve(scored.top.size());
             for (const auto& t : scored.top) e.top.push_back({t.token, t.logprob});
           } catch (...) {  // the pool's functions must not throw: the first failure is rethrown below

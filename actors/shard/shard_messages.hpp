@@ -114,6 +114,7 @@ struct PromptLogprob {
   kv::TokenId token = 0;
   float logprob = 0;
   std::vector<TopLogprob> top;  // prompt_logprobs entries, most likely first
+  std::uint32_t rank = 0;       // 1 + the tokens more likely than `token` (vLLM's rank)
 };
 
 struct StepResult {

@@ -94,7 +94,7 @@ typename Inspector::result_type inspect(Inspector& f, SampledToken& x) {
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, PromptLogprob& x) {
-  return f(caf::meta::type_name("PromptLogprob"), x.seq, x.position, x.token, x.logprob, x.top);
+  return f(caf::meta::type_name("PromptLogprob"), x.seq, x.position, x.token, x.logprob, x.top, x.rank);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, StepResult& x) {

@@ -11,7 +11,7 @@ namespace {
 // Bumped whenever the layout below changes: a head and a worker of different builds refuse each
 // other's steps instead of misreading them (the cluster's fingerprint names the version too).
 constexpr std::uint32_t step_magic = 0x53544532;    // "STE2"
-constexpr std::uint32_t result_magic = 0x52455333;  // "RES3"
+constexpr std::uint32_t result_magic = 0x52455334;  // "RES4"
 
 class Writer {
  public:
@@ -99,7 +99,7 @@ constexpr std::size_t sampling_min_bytes = 4 * 4 + 8 + 1 + 4 + 3 * 4 + 4 + 4 + 4
 constexpr std::size_t new_seq_min_bytes = 8 + 8 + 4 + 4 + 4 + sampling_min_bytes;         // 85
 constexpr std::size_t seq_work_min_bytes = 8 + 4 + 4 * 4 + 1 + 4;                    // 33
 constexpr std::size_t sampled_token_min_bytes = 8 + 4 + 4 + 4;                       // 20
-constexpr std::size_t prompt_logprob_min_bytes = 8 + 4 + 4 + 4 + 4;                  // 24
+constexpr std::size_t prompt_logprob_min_bytes = 8 + 4 + 4 + 4 + 4 + 4;              // 28
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian, as is the host");
 static_assert(std::is_trivially_copyable_v<LogitBias> && sizeof(LogitBias) == 8);
@@ -109,7 +109,7 @@ static_assert(std::is_trivially_copyable_v<TopLogprob> && sizeof(TopLogprob) == 
 
 }  // namespace
 
-const char* wire_format_version() { return "STE2/RES3"; }
+const char* wire_format_version() { return "STE2/RES4"; }
 
 void encode_step(const Step& s, std::vector<char>& out) {
   Writer w(out);
@@ -167,7 +167,7 @@ bool decode_step(const std::vector<char>& in, Step& s) {
 
 void encode_step_result(const StepResult& x, std::vector<char>& out) {
   Writer w(out);
-  w.reserve(36 + x.tokens.size() * 20 + x.prompt_logprobs.size() * 24);
+  w.reserve(36 + x.tokens.size() * 20 + x.prompt_logprobs.size() * 28);
   w.put(result_magic);
   w.put(x.step_id);
   w.put(x.duration_ns);
@@ -186,6 +186,7 @@ void encode_step_result(const StepResult& x, std::vector<char>& out) {
     w.put(t.token);
     w.put(t.logprob);
     w.array(t.top);
+    w.put(t.rank);
   }
 }
 
@@ -201,7 +202,9 @@ bool decode_step_result(const std::vector<char>& in, StepResult& x) {
   if (!r.count(n, prompt_logprob_min_bytes)) return false;
   x.prompt_logprobs.resize(n);
   for (PromptLogprob& t : x.prompt_logprobs)
-    if (!r.get(t.seq) || !r.get(t.position) || !r.get(t.token) || !r.get(t.logprob) || !r.array(t.top)) return false;
+    if (!r.get(t.seq) || !r.get(t.position) || !r.get(t.token) || !r.get(t.logprob) || !r.array(t.top) ||
+        !r.get(t.rank))
+      return false;
   return r.done();
 }
 

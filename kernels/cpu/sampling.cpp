@@ -391,13 +391,21 @@ Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t s
   return out;
 }
 
-Sampled score(std::span<const float> logits, int32_t token, uint32_t count) {
+Scored score(std::span<const float> logits, int32_t token, uint32_t count) {
   if (token < 0 || std::size_t(token) >= logits.size())
     throw std::invalid_argument("score: token " + std::to_string(token) + " is outside the row of " +
                                 std::to_string(logits.size()) + " logits");
   const RowStats stats = row_stats(logits);
   if (stats.argmax < 0) throw std::invalid_argument("score: every logit is -inf or NaN");
-  return {token, float(stats.log_prob(clean(logits[std::size_t(token)]))), top_logprobs(logits, stats, count)};
+  const float own = clean(logits[std::size_t(token)]);
+  uint32_t above = 0;
+  for (float x : logits) above += clean(x) > own ? 1u : 0u;
+  Scored s;
+  s.token = token;
+  s.logprob = float(stats.log_prob(own));
+  s.top = top_logprobs(logits, stats, count);
+  s.rank = above + 1;
+  return s;
 }
 
 void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence,

@@ -69,11 +69,16 @@ inline constexpr float kGreedyTemperature = 1e-5f;
 Sampled sample(std::span<const float> logits, const SamplerParams& p, uint64_t stream,
                uint64_t position);
 
-// A given token's log-probability under the row's log-softmax, and the `top_logprobs` most likely
-// tokens, exactly as sample() reports them (prompt log-probabilities: the token is the prompt's
-// next one, not a draw). Errors: std::invalid_argument for an empty row, a token outside it, or
-// a row of only -inf or NaN.
-Sampled score(std::span<const float> logits, int32_t token, uint32_t top_logprobs);
+// What score() reports: a token's log-probability and the alternatives, as Sampled, and its rank.
+struct Scored : Sampled {
+  uint32_t rank = 0;  // 1 + the tokens with a higher logit (vLLM's rank: 1 for the most likely)
+};
+
+// A given token's log-probability under the row's log-softmax, its rank, and the `top_logprobs`
+// most likely tokens, exactly as sample() reports them (prompt log-probabilities: the token is
+// the prompt's next one, not a draw). Errors: std::invalid_argument for an empty row, a token
+// outside it, or a row of only -inf or NaN.
+Scored score(std::span<const float> logits, int32_t token, uint32_t top_logprobs);
 
 // Logit processing before a draw, each in place on one row (logits: [vocab]; ids outside it are
 // ignored). A caller applies them in vLLM's order: the bias and the mask (its logits

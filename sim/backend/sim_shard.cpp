@@ -230,7 +230,8 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
     if (s.prompt_logprobs >= 0)  // position p scores prompt token p + 1
       for (std::uint32_t p = w.begin; p < w.end && p + 1 < s.prompt_len; ++p)
         r.prompt_logprobs.push_back({w.seq, p + 1, s.prompt[p + 1], uniform_logprob,
-                                     alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs), uniform_logprob)});
+                                     alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs), uniform_logprob),
+                                     1});  // every token alike: none is more likely
     const std::uint64_t position = w.end;  // of the new token
     const std::uint32_t generated = w.end > s.prompt_len ? w.end - s.prompt_len : 0;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {

@@ -63,7 +63,7 @@ inline shard::StepResult scripted_result(const shard::SequenceState& held, const
     BOOST_REQUIRE(s != nullptr);
     if (s->sampling.prompt_logprobs >= 0)  // position p's row scores prompt token p + 1
       for (std::uint32_t p = w.begin; p < w.end && p + 1 < s->prompt_len; ++p)
-        r.prompt_logprobs.push_back({w.seq, p + 1, s->tokens[p + 1], scripted_prompt_logprob(p + 1), {}});
+        r.prompt_logprobs.push_back({w.seq, p + 1, s->tokens[p + 1], scripted_prompt_logprob(p + 1), {}, 1});
     if (w.num_samples == 0) continue;
     for (std::uint32_t j = 0; j < w.num_samples; ++j) {
       const std::uint32_t sample = w.num_samples > 1 ? j : s->sample;

@@ -97,7 +97,8 @@ struct Gen {
       return t;
     });
     r.prompt_logprobs = many<PromptLogprob>(u(2) == 0 ? 40 : 0, [&] {
-      PromptLogprob t{kv::SeqId(rng()), static_cast<std::uint32_t>(u(4096)), static_cast<kv::TokenId>(u(50000)), f(), {}};
+      PromptLogprob t{kv::SeqId(rng()), static_cast<std::uint32_t>(u(4096)), static_cast<kv::TokenId>(u(50000)), f(), {},
+                      static_cast<std::uint32_t>(u(50000)) + 1};
       t.top = many<TopLogprob>(u(3) == 0 ? 5 : 0, [&] { return TopLogprob{static_cast<kv::TokenId>(u(50000)), f()}; });
       return t;
     });
@@ -178,6 +179,7 @@ void check_same(const StepResult& a, const StepResult& b) {
     BOOST_TEST(x.position == y.position);
     BOOST_TEST(x.token == y.token);
     BOOST_TEST(x.logprob == y.logprob);
+    BOOST_TEST(x.rank == y.rank);
     BOOST_REQUIRE_EQUAL(x.top.size(), y.top.size());
     for (std::size_t j = 0; j < x.top.size(); ++j) {
       BOOST_TEST(x.top[j].token == y.top[j].token);

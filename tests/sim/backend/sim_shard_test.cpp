@@ -258,6 +258,7 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_uniform_draws_for_each_com
     BOOST_TEST(e.position == i + 2);
     BOOST_TEST(e.token == (std::vector<kv::TokenId>{1, 2}[i]));
     BOOST_TEST(e.logprob == -std::log(3.0f));
+    BOOST_TEST(e.rank == 1u);  // every token alike
     BOOST_TEST_REQUIRE(e.top.size() == 2u);
     BOOST_TEST(e.top[0].token == e.token);
   }

@@ -156,6 +156,16 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
     for (float x : row) sum += std::exp(double(x) - top);
     const auto log_softmax = [&](std::size_t t) { return double(row[t]) - top - std::log(sum); };
     BOOST_TEST(std::abs(e.logprob - log_softmax(std::size_t(prompt[p]))) < 1e-3, "position " << p);
+    // Its rank: 1 + the tokens transformers gives a higher logit (where none is within 1e-3 of
+    // it, so that the BLAS rounding cannot reorder them).
+    const float own = row[std::size_t(prompt[p])];
+    std::uint32_t above = 0;
+    bool close = false;
+    for (std::size_t t = 0; t < row.size(); ++t) {
+      above += row[t] > own ? 1u : 0u;
+      close = close || (t != std::size_t(prompt[p]) && std::abs(row[t] - own) < 1e-3f);
+    }
+    if (!close) BOOST_TEST(e.rank == above + 1, "position " << p);
     BOOST_REQUIRE_EQUAL(e.top.size(), 3u);
     std::vector<std::size_t> order(row.size());
     std::iota(order.begin(), order.end(), std::size_t{0});
