@@ -45,6 +45,7 @@ struct EngineBridge::Core {
   caf::strong_actor_ptr actor;
 
   std::exception_ptr escaped;  // what a handler threw, rethrown after its activation
+  bool lost = false;           // the companion ended on its own (I/O thread)
 
   // Any thread (the companion's enqueue): runs the message on the I/O thread. What a handler
   // throws leaves through the event loop (which logs it and goes on), as any handler's would,
@@ -79,7 +80,15 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
   core_->actor = caf::actor_cast<caf::strong_actor_ptr>(sys.spawn<SinkCompanion>());
   auto* self = core_->self = static_cast<SinkCompanion*>(caf::actor_cast<caf::abstract_actor*>(core_->actor));
   self->context(&core_->unit);
+  // Removed by the destructor before `core_` can go (see there).
   self->on_enqueue([core = core_.get()](caf::mailbox_element_ptr m) { core->post(std::move(m)); });
+  // The companion ends on its own only when something CAF caught ended it (what the handlers
+  // throw leaves through core_->guard): its thread's calls fail rather than wait for nothing,
+  // and later submissions are refused.
+  self->on_exit([this] {
+    core_->lost = true;
+    core_->guard([&] { fail_all("the HTTP server's link to the engine ended"); });
+  });
   self->set_down_handler([this, self](const caf::down_msg& dm) {
     core_->guard([&] { fail_all("the engine stopped: " + self->system().render(dm.reason)); });
   });
@@ -94,8 +103,12 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
 
 EngineBridge::~EngineBridge() {
   detach();
-  // Terminates the companion: its pending requests' answers are dropped, whoever monitors it
-  // hears of it, and the actor system no longer waits for it.
+  // The scheduler may hold the companion (a sink of requests it still runs) and send to it
+  // after this: the enqueue handler goes first (taking the companion's lock, so that a send in
+  // progress finishes before), and nothing reaches `core_` from then on.
+  core_->self->on_enqueue({});
+  // Terminates the companion (CAF's cleanup, which does not call on_exit): its pending requests'
+  // answers are dropped, whoever monitors it hears of it, the actor system no longer waits for it.
   core_->self->cleanup(caf::error{caf::exit_reason::user_shutdown}, &core_->unit);
 }
 
@@ -139,7 +152,11 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
     }
     pending->done(SubmitOutcome{std::move(pending->status), std::move(reason)});
   };
-  if (specs.empty()) return hand_over({});
+  if (specs.empty()) return hand_over({});  // at once (documented)
+  if (core_->lost) {
+    pending->left = 0;
+    return hand_over("the HTTP server's link to the engine ended");
+  }
   SinkCompanion* self = core_->self;
   Core* core = core_.get();
   // The answers' handlers run inside the companion's activations (core->guard).

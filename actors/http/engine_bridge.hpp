@@ -3,8 +3,10 @@
 // bridge, and the bridge owns one CAF actor: the token sink of every request that thread
 // serves. The scheduler sends a sink at most one SinkBatch per step, so one step costs the I/O
 // thread one wake (one handler posted to its event loop) however many of its streams ran,
-// never one per token. Submissions and aborts go out from the actor, asynchronously: an I/O
-// thread never blocks on the engine.
+// never one per token. The actor is a CAF actor companion: what it is sent is posted straight
+// from the sender's thread to the I/O thread, which runs its handlers. Submissions go out as
+// its requests, aborts as messages, both from the I/O thread and asynchronously: an I/O thread
+// never blocks on the engine.
 //
 // Threading: every member function is called on the bridge's I/O thread, and every callback
 // (Listener::deliver, the submit callback) runs there. No CAF header here.
@@ -50,14 +52,16 @@ class EngineBridge {
   EngineBridge(caf::actor_system&, engine::Engine&, boost::asio::io_context&);
   ~EngineBridge();  // stops the sink actor
   // From now on the sink actor posts nothing to the I/O thread (call before its io_context goes;
-  // abort and forget still work).
+  // abort and forget still work; the destructor calls it).
   void detach();
   EngineBridge(const EngineBridge&) = delete;
   EngineBridge& operator=(const EngineBridge&) = delete;
 
   // Registers `listener` for the specs' ids, then submits them in order. `done` runs when the
-  // engine has answered every one. A listener removed (forget) before then is not called: the
-  // bridge aborts whatever the engine accepted, so that nothing runs for nobody.
+  // engine has answered every one (at once, inside this call, for no specs or when the sink
+  // actor has ended: then every status is unavailable). A listener removed (forget) before then
+  // is not called: the bridge aborts whatever the engine accepted, so that nothing runs for
+  // nobody.
   void submit(std::vector<scheduler::RequestSpec>, Listener*, std::function<void(SubmitOutcome)> done);
   // Aborts an engine request (fire and forget; its finish events still reach its listener).
   void abort(scheduler::RequestId);
@@ -66,7 +70,7 @@ class EngineBridge {
   std::size_t listeners() const { return listeners_.size(); }
 
   struct Core;  // shared with the CAF actor, in engine_bridge.cpp
-  // Called on the I/O thread by what the actor posts.
+  // Called on the I/O thread by the actor's handlers.
   void dispatch(ChannelBatch&);
   void fail_all(const std::string& why);
 

@@ -141,7 +141,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     if (q.want_logits && n > 0) last.insert(last.end(), x_.begin() + (row + n - 1) * h, x_.begin() + (row + n) * h);
     row += n;
   }
-  if (kept_.empty()) std::vector<float>().swap(kept_);  // a long prompt's rows are not held on to
+  if (kept_.empty()) std::vector<float>().swap(kept_);  // a long prompt's rows go at the next step that scores none
   for (auto* rows_of : {&last, &kept_}) {
     const std::int64_t rows = static_cast<std::int64_t>(rows_of->size()) / h;
     float* d = rows_of->data();

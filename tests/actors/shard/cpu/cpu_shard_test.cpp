@@ -97,10 +97,50 @@ BOOST_FIXTURE_TEST_CASE(sampled_tokens_carry_consistent_log_probabilities, Fixtu
   BOOST_TEST(mass <= 1.0 + 1e-6);
 }
 
+// `got` holds sequence `seq`'s entries for positions 1 .. last of the reference prompt, in order:
+// each is transformers' log-softmax of the row before it, with its rank and top 3.
+void expect_transformers_scores(const std::vector<shard::PromptLogprob>& got, kv::SeqId seq,
+                                const testing::Reference& ref, std::uint32_t last) {
+  const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
+  BOOST_REQUIRE_EQUAL(got.size(), last);  // every position but the first, once
+  for (std::uint32_t p = 1; p <= last; ++p) {
+    const auto& e = got[p - 1];
+    BOOST_TEST(e.seq == seq);
+    BOOST_TEST(e.position == p);
+    BOOST_TEST(e.token == prompt[p]);
+    // transformers' row at position p - 1 scores token p.
+    const auto& row = ref.logits[p - 1];
+    const float top = *std::max_element(row.begin(), row.end());
+    double sum = 0;
+    for (float x : row) sum += std::exp(double(x) - top);
+    const auto log_softmax = [&](std::size_t t) { return double(row[t]) - top - std::log(sum); };
+    BOOST_TEST(std::abs(e.logprob - log_softmax(std::size_t(prompt[p]))) < 1e-3, "position " << p);
+    // Its rank: 1 + the tokens transformers gives a higher logit (where none is within 1e-3 of
+    // it, so that the BLAS rounding cannot reorder them).
+    const float own = row[std::size_t(prompt[p])];
+    std::uint32_t above = 0;
+    bool close = false;
+    for (std::size_t t = 0; t < row.size(); ++t) {
+      above += row[t] > own ? 1u : 0u;
+      close = close || (t != std::size_t(prompt[p]) && std::abs(row[t] - own) < 1e-3f);
+    }
+    if (!close) BOOST_TEST(e.rank == above + 1, "position " << p);
+    BOOST_REQUIRE_EQUAL(e.top.size(), 3u);
+    std::vector<std::size_t> order(row.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::partial_sort(order.begin(), order.begin() + 4, order.end(), [&](auto a, auto b) { return row[a] > row[b]; });
+    for (std::size_t k = 0; k < 3; ++k) {
+      BOOST_TEST(std::abs(e.top[k].logprob - log_softmax(order[k])) < 1e-3, "position " << p << " top " << k);
+      if (row[order[k]] - row[order[k + 1]] > 1e-3 && (k == 0 || row[order[k - 1]] - row[order[k]] > 1e-3))
+        BOOST_TEST(std::size_t(e.top[k].token) == order[k], "position " << p << " top " << k);
+    }
+  }
+}
+
 // The f32 Llama fixture and HF transformers' logits at every prompt position: the prompt's
 // log-probabilities, computed over three chunks in a batch with another sequence, are the
 // log-softmax of those logits (float weights: logits within 1e-4, the BLAS shapes' rounding).
-// The shard projects the prompt's rows 3 at a time, so slices end inside and across chunks.
+// The shard projects the prompt's rows 3 at a time, so slices end inside chunks.
 BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transformers_log_softmax) {
   const auto ref = testing::load_reference("llama.reference.json");
   const auto m = testing::load_model("llama");
@@ -143,38 +183,45 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
     got.insert(got.end(), r.prompt_logprobs.begin(), r.prompt_logprobs.end());
   }
   BOOST_TEST(sampled == ref.greedy.at(0));
-  BOOST_REQUIRE_EQUAL(got.size(), n - 1);  // every position but the first, once
-  for (std::uint32_t p = 1; p < n; ++p) {
-    const auto& e = got[p - 1];
-    BOOST_TEST(e.seq == 1u);
-    BOOST_TEST(e.position == p);
-    BOOST_TEST(e.token == prompt[p]);
-    // transformers' row at position p - 1 scores token p.
-    const auto& row = ref.logits[p - 1];
-    const float top = *std::max_element(row.begin(), row.end());
-    double sum = 0;
-    for (float x : row) sum += std::exp(double(x) - top);
-    const auto log_softmax = [&](std::size_t t) { return double(row[t]) - top - std::log(sum); };
-    BOOST_TEST(std::abs(e.logprob - log_softmax(std::size_t(prompt[p]))) < 1e-3, "position " << p);
-    // Its rank: 1 + the tokens transformers gives a higher logit (where none is within 1e-3 of
-    // it, so that the BLAS rounding cannot reorder them).
-    const float own = row[std::size_t(prompt[p])];
-    std::uint32_t above = 0;
-    bool close = false;
-    for (std::size_t t = 0; t < row.size(); ++t) {
-      above += row[t] > own ? 1u : 0u;
-      close = close || (t != std::size_t(prompt[p]) && std::abs(row[t] - own) < 1e-3f);
-    }
-    if (!close) BOOST_TEST(e.rank == above + 1, "position " << p);
-    BOOST_REQUIRE_EQUAL(e.top.size(), 3u);
-    std::vector<std::size_t> order(row.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
-    std::partial_sort(order.begin(), order.begin() + 4, order.end(), [&](auto a, auto b) { return row[a] > row[b]; });
-    for (std::size_t k = 0; k < 3; ++k) {
-      BOOST_TEST(std::abs(e.top[k].logprob - log_softmax(order[k])) < 1e-3, "position " << p << " top " << k);
-      if (row[order[k]] - row[order[k + 1]] > 1e-3 && (k == 0 || row[order[k - 1]] - row[order[k]] > 1e-3))
-        BOOST_TEST(std::size_t(e.top[k].token) == order[k], "position " << p << " top " << k);
-    }
+  expect_transformers_scores(got, 1, ref, n - 1);
+}
+
+// One step, three sequences of the reference prompt projected 5 rows at a time. The first's
+// prompt is 12 tokens shorter than what it computes (a recomputed sequence: its last rows are
+// generated tokens), so whole slices of its rows score nothing before the next sequence's
+// start; the other two score their whole prompt, and slices span the end of one and the start
+// of the next.
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_of_several_sequences_in_one_step_are_each_transformers) {
+  const auto ref = testing::load_reference("llama.reference.json");
+  const auto m = testing::load_model("llama");
+  const auto weights = std::make_shared<kernels::cpu::ModelWeights>(m.weights);
+  shard::CpuShardOptions sliced{4, 96, 8};
+  sliced.prompt_rows_per_slice = 5;
+  shard::CpuShard s(weights, sliced);
+  const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
+  const auto n = static_cast<std::uint32_t>(prompt.size());
+  BOOST_REQUIRE_GT(n, 14u);
+  shard::SamplingParams asks = greedy();
+  asks.prompt_logprobs = 3;
+  shard::Step step = step_of(1);
+  const std::uint32_t blocks = (n + 3) / 4;
+  for (kv::SeqId q = 1; q <= 3; ++q) {
+    const std::uint32_t prompt_len = q == 1 ? n - 12 : n;
+    step.added.push_back({q, q, 0, prompt_len, prompt, asks});
+    shard::SeqWork& w = step.seqs.emplace_back();
+    w.seq = q;
+    w.end = n;
+    w.num_samples = 1;
+    for (std::uint32_t b = 0; b < blocks; ++b) w.table_blocks.push_back((q - 1) * blocks + b);
+  }
+  const auto r = s.execute(step);
+  BOOST_REQUIRE_EQUAL(r.tokens.size(), 3u);
+  for (const auto& t : r.tokens) BOOST_TEST(t.token == ref.greedy.at(0));
+  for (kv::SeqId q = 1; q <= 3; ++q) {
+    std::vector<shard::PromptLogprob> mine;
+    for (const auto& e : r.prompt_logprobs)
+      if (e.seq == q) mine.push_back(e);
+    expect_transformers_scores(mine, q, ref, q == 1 ? n - 13 : n - 1);
   }
 }
 
