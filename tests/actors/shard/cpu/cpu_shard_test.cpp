@@ -137,20 +137,28 @@ void expect_transformers_scores(const std::vector<shard::PromptLogprob>& got, kv
   }
 }
 
+// The f32 Llama fixture with HF transformers' reference, and shards over its weights that
+// project a prompt's rows `rows` at a time.
+struct GoldenFixture {
+  testing::Reference ref = testing::load_reference("llama.reference.json");
+  std::shared_ptr<const kernels::cpu::ModelWeights> weights =
+      std::make_shared<kernels::cpu::ModelWeights>(testing::load_model("llama").weights);
+  std::vector<kv::TokenId> prompt{ref.prompt.begin(), ref.prompt.end()};
+  std::uint32_t n = static_cast<std::uint32_t>(prompt.size());
+  shard::CpuShard sliced(std::uint32_t device_blocks, std::int64_t rows) const {
+    shard::CpuShardOptions o{4, device_blocks, 8};
+    o.prompt_rows_per_slice = rows;
+    return shard::CpuShard(weights, o);
+  }
+};
+
 // The f32 Llama fixture and HF transformers' logits at every prompt position: the prompt's
 // log-probabilities, computed over three chunks in a batch with another sequence, are the
 // log-softmax of those logits (float weights: logits within 1e-4, the BLAS shapes' rounding).
 // The shard projects the prompt's rows 3 at a time, so slices end inside chunks.
-BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transformers_log_softmax) {
-  const auto ref = testing::load_reference("llama.reference.json");
-  const auto m = testing::load_model("llama");
-  const auto weights = std::make_shared<kernels::cpu::ModelWeights>(m.weights);
-  shard::CpuShardOptions sliced{4, 32, 8};
-  sliced.prompt_rows_per_slice = 3;
-  shard::CpuShard s(weights, sliced);
+BOOST_FIXTURE_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transformers_log_softmax, GoldenFixture) {
+  shard::CpuShard s = sliced(32, 3);
   shard::CpuShard alone(weights, {4, 32, 8});
-  const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
-  const auto n = static_cast<std::uint32_t>(prompt.size());
   shard::SamplingParams asks = greedy();
   asks.prompt_logprobs = 3;
   const std::vector<std::uint32_t> ends{7, 16, n};
@@ -191,15 +199,8 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_over_a_chunked_prefill_are_transfo
 // generated tokens), so whole slices of its rows score nothing before the next sequence's
 // start; the other two score their whole prompt, and slices span the end of one and the start
 // of the next.
-BOOST_AUTO_TEST_CASE(prompt_log_probabilities_of_several_sequences_in_one_step_are_each_transformers) {
-  const auto ref = testing::load_reference("llama.reference.json");
-  const auto m = testing::load_model("llama");
-  const auto weights = std::make_shared<kernels::cpu::ModelWeights>(m.weights);
-  shard::CpuShardOptions sliced{4, 96, 8};
-  sliced.prompt_rows_per_slice = 5;
-  shard::CpuShard s(weights, sliced);
-  const std::vector<kv::TokenId> prompt(ref.prompt.begin(), ref.prompt.end());
-  const auto n = static_cast<std::uint32_t>(prompt.size());
+BOOST_FIXTURE_TEST_CASE(prompt_log_probabilities_of_several_sequences_in_one_step_are_each_transformers, GoldenFixture) {
+  shard::CpuShard s = sliced(96, 5);
   BOOST_REQUIRE_GT(n, 14u);
   shard::SamplingParams asks = greedy();
   asks.prompt_logprobs = 3;
