@@ -21,6 +21,21 @@ struct TokenLogprob {
                                                        // (written null), nothing before it
 };
 
+// One prompt token as vLLM's prompt_logprobs give it (the prompt's first token has none): its
+// log-probability and rank (1 + the tokens more likely), and the k most likely tokens there.
+struct PromptTokenScore {
+  struct Alternative {
+    std::int32_t token = 0;
+    std::string text;
+    float logprob = 0;
+  };
+  std::int32_t token = 0;
+  std::string text;  // the token's text, or "token_id:{id}" (return_tokens_as_token_ids)
+  float logprob = 0;
+  std::uint32_t rank = 0;
+  std::vector<Alternative> top;  // most likely first (rank 1, 2, ...)
+};
+
 // What one pump of the session produced for one choice.
 struct ChoiceDelta {
   std::uint32_t index = 0;

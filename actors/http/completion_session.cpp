@@ -33,6 +33,9 @@ std::optional<ApiError> CompletionSession::prepare() {
   if (req_.echo && req_.logprobs && !model_.computes_prompt_logprobs())
     return bad_field("echo", "echo: with logprobs it needs the prompt's log-probabilities, which the backend "
                              "serving this model does not compute (the cuda backend does not yet)");
+  if (req_.prompt_logprobs && !model_.computes_prompt_logprobs())
+    return bad_field("prompt_logprobs", "prompt_logprobs: the backend serving this model does not compute the "
+                                        "prompt's log-probabilities (the cuda backend does not yet)");
   std::vector<std::uint32_t> max_tokens;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const std::string field = req_.endpoint == Endpoint::chat ? "messages"
@@ -60,6 +63,7 @@ std::optional<ApiError> CompletionSession::prepare() {
     echoes_.push_back(std::move(prompts[i].echo));
     if (req_.echo && req_.logprobs)
       echo_logprobs_.push_back({TokenLogprob{token_text(spec.prompt.front()), 0, {}, true}});
+    if (req_.prompt_logprobs) prompt_scores_.emplace_back();
     max_tokens_.push_back(max_tokens[i]);
     specs_.push_back(std::move(spec));
   }
@@ -141,12 +145,24 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     if (!best_of_) ++completion_tokens_;  // best_of: the returned choices' tokens, once known
     ++c.tokens;
     c.cumulative_logprob += t.logprob;
+    // The prompt's scores come with the request's first token; the shards compute the larger
+    // k of echo's logprobs and prompt_logprobs, and each takes its own.
     if (!t.prompt_logprobs.empty() && index / req_.n < echo_logprobs_.size()) {
       auto& lps = echo_logprobs_[index / req_.n];
       for (const auto& e : t.prompt_logprobs) {
         TokenLogprob lp{token_text(e.token), e.logprob, {}};
-        for (const auto& top : e.top) lp.top.emplace_back(token_text(top.token), top.logprob);
+        for (std::size_t k = 0; k < e.top.size() && k < req_.top_logprobs; ++k)
+          lp.top.emplace_back(token_text(e.top[k].token), e.top[k].logprob);
         lps.push_back(std::move(lp));
+      }
+    }
+    if (!t.prompt_logprobs.empty() && index / req_.n < prompt_scores_.size()) {
+      auto& scores = prompt_scores_[index / req_.n];
+      for (const auto& e : t.prompt_logprobs) {
+        PromptTokenScore p{e.token, token_text(e.token), e.logprob, e.rank, {}};
+        for (std::size_t k = 0; k < e.top.size() && k < *req_.prompt_logprobs; ++k)
+          p.top.push_back({e.top[k].token, token_text(e.top[k].token), e.top[k].logprob});
+        scores.push_back(std::move(p));
       }
     }
     ChoiceDelta& d = delta_for(index);

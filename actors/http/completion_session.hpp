@@ -56,6 +56,11 @@ class CompletionSession {
   const std::string& failure() const { return failure_; }
   std::chrono::steady_clock::time_point first_token() const { return first_token_; }
   std::uint64_t first_request_id() const { return ids_.empty() ? 0 : ids_.front(); }
+  // vLLM's prompt_logprobs of prompt `i` (complete once its first token came), or nullptr when
+  // the request did not ask.
+  const std::vector<PromptTokenScore>* prompt_scores(std::size_t i) const {
+    return i < prompt_scores_.size() ? &prompt_scores_[i] : nullptr;
+  }
 
  private:
   // A token as logprobs name it: its text, or "token_id:{id}" (return_tokens_as_token_ids).
@@ -81,6 +86,7 @@ class CompletionSession {
   // echo with logprobs: per prompt, its tokens' logprobs (the first unconditioned, the rest from
   // the engine's first token event), put in front of each of its choices' logprobs.
   std::vector<std::vector<TokenLogprob>> echo_logprobs_;
+  std::vector<std::vector<PromptTokenScore>> prompt_scores_;  // per prompt, with prompt_logprobs
   std::vector<std::uint32_t> max_tokens_;              // per prompt
   std::vector<bool> released_;                         // per prompt: all its choices done, aborted
   std::vector<std::uint32_t> ended_samples_;           // per prompt: samples the engine finished

@@ -152,7 +152,7 @@ void check_field_names(Endpoint ep, const json& body) {
       // vLLM's extensions
       "ignore_eos", "min_tokens", "stop_token_ids", "include_stop_str_in_output", "skip_special_tokens",
       "spaces_between_special_tokens", "repetition_penalty", "return_tokens_as_token_ids", "add_special_tokens",
-      "logit_bias", "best_of", "truncate_prompt_tokens"};
+      "logit_bias", "best_of", "truncate_prompt_tokens", "prompt_logprobs"};
   static const std::set<std::string> completions = {"prompt", "echo"};
   static const std::set<std::string> chat = {"messages", "max_completion_tokens", "top_logprobs", "add_generation_prompt",
                                              "continue_final_message", "chat_template_kwargs"};
@@ -221,6 +221,15 @@ void parse_extensions(const json& body, CompletionRequest& r) {
     r.truncate_prompt_tokens = integer(body["truncate_prompt_tokens"], "truncate_prompt_tokens", -1, 1LL << 31);
     if (*r.truncate_prompt_tokens == 0)
       fail("truncate_prompt_tokens", "must be -1 (the context length) or at least 1, found 0");
+  }
+  if (has("prompt_logprobs")) {
+    // vLLM: k >= 0, or -1 for the whole vocabulary; refused with stream (its check).
+    const auto k = integer(body["prompt_logprobs"], "prompt_logprobs", -1, 20);
+    if (k < 0)
+      fail("prompt_logprobs", "-1 (every token of the vocabulary at every prompt position) is not supported; "
+                              "ask for at most 20 alternatives");
+    if (r.stream) fail("prompt_logprobs", "not available when \"stream\" is true (as in vLLM)");
+    r.prompt_logprobs = static_cast<std::uint32_t>(k);
   }
   if (r.endpoint == Endpoint::completions) {
     flag("echo", r.echo);

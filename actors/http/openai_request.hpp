@@ -70,6 +70,8 @@ struct CompletionRequest {
   bool echo = false;                           // completions: the prompt in front of the text
   std::optional<std::int64_t> truncate_prompt_tokens;  // only the prompt's last k tokens are used
                                                // (vLLM's left truncation); -1: the context length
+  std::optional<std::uint32_t> prompt_logprobs;  // vLLM's: each prompt token's log-probability,
+                                               // rank and k alternatives, k in [0, 20]; not streamed
   bool add_generation_prompt = true;           // chat: the assistant's turn opened
   bool continue_final_message = false;         // chat: the last message continued (no new turn)
 

@@ -44,6 +44,22 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
   return {{"content", content}};
 }
 
+// vLLM's prompt_logprobs: null for the prompt's first token, then per token an object of token
+// ids (as strings) to {"logprob", "rank", "decoded_token"}: the token itself and its k most
+// likely alternatives (ranks 1 .. k).
+json prompt_logprobs_json(const std::vector<PromptTokenScore>& scores) {
+  json out = json::array({nullptr});
+  for (const auto& s : scores) {
+    json entry = json::object();
+    for (std::size_t k = 0; k < s.top.size(); ++k)
+      entry[std::to_string(s.top[k].token)] = {
+          {"logprob", s.top[k].logprob}, {"rank", k + 1}, {"decoded_token", s.top[k].text}};
+    entry[std::to_string(s.token)] = {{"logprob", s.logprob}, {"rank", s.rank}, {"decoded_token", s.text}};
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
 json usage_json(Usage u) {
   json out{{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens},
            {"total_tokens", u.prompt_tokens + u.completion_tokens}};
@@ -70,10 +86,13 @@ std::string completion_json(const ResponseMeta& m, const std::vector<ChoiceResul
     } else {
       choice["text"] = c.text;
       choice["logprobs"] = logprobs ? completion_logprobs(c.logprobs, 0) : json(nullptr);
+      if (c.prompt_logprobs) choice["prompt_logprobs"] = prompt_logprobs_json(*c.prompt_logprobs);
     }
     list.push_back(std::move(choice));
   }
   out["choices"] = std::move(list);
+  if (chat && !choices.empty() && choices.front().prompt_logprobs)
+    out["prompt_logprobs"] = prompt_logprobs_json(*choices.front().prompt_logprobs);
   out["usage"] = usage_json(u);
   return dump(out);
 }

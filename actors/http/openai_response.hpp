@@ -24,6 +24,9 @@ struct ChoiceResult {
   std::string text;
   std::vector<TokenLogprob> logprobs;
   std::string finish_reason;
+  // vLLM's prompt_logprobs of the choice's prompt, when asked: completions give them per
+  // choice, chat once for the response (the first choice's).
+  const std::vector<PromptTokenScore>* prompt_logprobs = nullptr;
 };
 
 std::string completion_json(const ResponseMeta&, const std::vector<ChoiceResult>&, bool logprobs, Usage);

@@ -113,6 +113,8 @@ scheduler::RequestSpec request_spec(const CompletionRequest& r, scheduler::Reque
   s.top_logprobs = r.top_logprobs;
   // echo with logprobs: the prompt's tokens too, with as many alternatives (OpenAI's legacy API).
   if (r.echo && r.logprobs) s.prompt_logprobs = static_cast<std::int32_t>(r.top_logprobs);
+  // vLLM's prompt_logprobs: the same scores; the shard computes the larger of the two k.
+  if (r.prompt_logprobs) s.prompt_logprobs = std::max(s.prompt_logprobs, static_cast<std::int32_t>(*r.prompt_logprobs));
   s.presence_penalty = r.presence_penalty;
   s.frequency_penalty = r.frequency_penalty;
   s.repetition_penalty = r.repetition_penalty;

@@ -61,7 +61,7 @@ struct FieldName {
 // Both endpoints' fields (the first kCoreFields: OpenAI's), then vLLM's extensions (issue 14)
 // so that they are fuzzed once parsed, then names that belong elsewhere.
 inline constexpr std::size_t kCoreFields = 20;
-inline constexpr std::array<FieldName, 37> kFields = {{
+inline constexpr std::array<FieldName, 39> kFields = {{
     {"model", Shape::text}, {"prompt", Shape::prompt}, {"messages", Shape::messages},
     {"max_tokens", Shape::integer}, {"max_completion_tokens", Shape::integer}, {"temperature", Shape::number},
     {"top_p", Shape::number}, {"top_k", Shape::integer}, {"min_p", Shape::number}, {"n", Shape::integer},
@@ -72,7 +72,8 @@ inline constexpr std::array<FieldName, 37> kFields = {{
     {"include_stop_str_in_output", Shape::boolean}, {"skip_special_tokens", Shape::boolean},
     {"spaces_between_special_tokens", Shape::boolean}, {"repetition_penalty", Shape::number},
     {"return_tokens_as_token_ids", Shape::boolean}, {"add_special_tokens", Shape::boolean}, {"echo", Shape::boolean},
-    {"logit_bias", Shape::logit_bias}, {"best_of", Shape::integer}, {"add_generation_prompt", Shape::boolean},
+    {"logit_bias", Shape::logit_bias}, {"best_of", Shape::integer}, {"truncate_prompt_tokens", Shape::integer},
+    {"prompt_logprobs", Shape::integer}, {"add_generation_prompt", Shape::boolean},
     {"continue_final_message", Shape::boolean}, {"chat_template_kwargs", Shape::any}, {"role", Shape::text},
     {"content", Shape::text},
 }};

@@ -309,6 +309,44 @@ class VllmExtensionFieldsTest(ServerTestCase):
         for a, b in zip(r.choices[0].logprobs.token_logprobs[1:len(context)], r.choices[2].logprobs.token_logprobs[1:]):
             self.assertAlmostEqual(a, b, delta=2e-3)
 
+    def test_prompt_logprobs_score_the_prompt_as_vllm_returns_them(self):
+        # vLLM's extension: each choice's prompt_logprobs, null first, then per prompt token an object
+        # of token ids to logprob, rank and decoded_token (the token itself and the k most likely).
+        echo = self.client.completions.create(model=MODEL, prompt=PROMPT, echo=True, logprobs=1, max_tokens=1,
+                                              temperature=0, extra_body={"return_tokens_as_token_ids": True})
+        ids = [int(t.removeprefix("token_id:")) for t in echo.choices[0].logprobs.tokens][:-1]
+        want = echo.choices[0].logprobs.token_logprobs[:-1]
+        r = self.client.completions.create(model=MODEL, prompt=PROMPT, n=2, max_tokens=1, temperature=0,
+                                           extra_body={"prompt_logprobs": 2})
+        self.assertEqual(r.usage.prompt_tokens, len(ids))
+        for c in r.choices:
+            scores = c.model_extra["prompt_logprobs"]
+            self.assertEqual(scores, r.choices[0].model_extra["prompt_logprobs"])  # one prompt, one copy
+            self.assertEqual(len(scores), len(ids))
+            self.assertIsNone(scores[0])
+            for i in range(1, len(ids)):
+                entry = scores[i]
+                own = entry[str(ids[i])]
+                self.assertAlmostEqual(own["logprob"], want[i], delta=2e-3)
+                best = max(e["logprob"] for e in entry.values())
+                self.assertEqual(own["rank"] == 1, own["logprob"] == best, entry)
+                self.assertEqual(sorted(e["rank"] for e in entry.values())[:2], [1, 2], entry)  # the alternatives
+                if len(entry) == 3:  # the token is not among them: two are more likely
+                    self.assertGreaterEqual(own["rank"], 3, entry)
+                self.assertTrue(all(isinstance(e["decoded_token"], str) for e in entry.values()))
+        # Chat: once for the response, over the rendered prompt.
+        chat = self.client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}],
+                                                   max_tokens=1, extra_body={"prompt_logprobs": 0})
+        scores = chat.model_extra["prompt_logprobs"]
+        self.assertEqual(len(scores), chat.usage.prompt_tokens)
+        self.assertIsNone(scores[0])
+        self.assertTrue(all(len(e) == 1 and list(e.values())[0]["rank"] >= 1 for e in scores[1:]))
+        # Not when streaming (as vLLM): a 400 naming the field.
+        with self.assertRaises(openai.BadRequestError) as refused:
+            list(self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1, stream=True,
+                                                extra_body={"prompt_logprobs": 1}))
+        self.assertIn("prompt_logprobs", str(refused.exception))
+
     def test_truncate_prompt_tokens_keeps_the_end_of_the_prompt(self):
         k = self.client.completions.create(model=MODEL, prompt=PROMPT, max_tokens=1).usage.prompt_tokens
         longer = "Forget all that.\n" + PROMPT

@@ -142,6 +142,21 @@ BOOST_AUTO_TEST_CASE(echo_is_a_completions_field_and_with_logprobs_asks_for_the_
   BOOST_TEST((r.echo && r.logprobs && r.top_logprobs == 3u));
 }
 
+// vLLM's prompt_logprobs: k in [0, 20] on both endpoints; its -1 (the whole vocabulary), more
+// than 20, and streaming are refused naming the field.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_takes_up_to_20_alternatives_and_no_stream) {
+  BOOST_TEST(*ok(Endpoint::completions, R"({"model":"m","prompt":"x","prompt_logprobs":0})").prompt_logprobs == 0u);
+  BOOST_TEST(*ok(Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"x"}],"prompt_logprobs":20})")
+                  .prompt_logprobs == 20u);
+  BOOST_TEST(!ok(Endpoint::completions, R"({"model":"m","prompt":"x","prompt_logprobs":null})").prompt_logprobs);
+  for (const char* bad_value : {"-1", "21", "1.5", "\"2\"", "-2"})
+    BOOST_TEST(bad(Endpoint::completions, std::string(R"({"model":"m","prompt":"x","prompt_logprobs":)") + bad_value + "}").param ==
+               "prompt_logprobs", bad_value);
+  const auto streamed = bad(Endpoint::completions, R"({"model":"m","prompt":"x","stream":true,"prompt_logprobs":1})");
+  BOOST_TEST(streamed.param == "prompt_logprobs");
+  BOOST_TEST(streamed.message.find("stream") != std::string::npos, streamed.message);
+}
+
 BOOST_AUTO_TEST_CASE(chat_template_switches_and_kwargs_override_them) {
   const std::string m = R"("model":"m","messages":[{"role":"user","content":"x"}])";
   const auto cont = ok(Endpoint::chat, "{" + m + R"(,"add_generation_prompt":false,"continue_final_message":true})");

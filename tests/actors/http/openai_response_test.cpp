@@ -98,6 +98,40 @@ BOOST_AUTO_TEST_CASE(a_completion_chunk_reads_back_as_openai_shapes_it) {
   BOOST_TEST(j["usage"]["total_tokens"] == 13);
 }
 
+// vLLM's shape: null for the first prompt token, then {"id": {"logprob", "rank", "decoded_token"}}
+// for the token and its alternatives (ranks 1..k); per choice for completions, once for chat.
+BOOST_AUTO_TEST_CASE(prompt_logprobs_take_vllms_shape) {
+  const std::vector<PromptTokenScore> scores{{7, " b", -2.5f, 3, {{4, " a", -0.5f}, {9, "\xff", -1.5f}}},
+                                             {4, " a", -0.25f, 1, {{4, " a", -0.25f}}}};
+  ChoiceResult with{"x", {}, "length"};
+  with.prompt_logprobs = &scores;
+  const std::vector<ChoiceResult> two{with, with};
+  const auto body = nlohmann::json::parse(completion_json({Endpoint::completions, "cmpl-1", 1, "m", ""}, two, false, Usage{3, 1, 0}));
+  BOOST_TEST_REQUIRE(body["choices"].size() == 2u);
+  for (const auto& c : body["choices"]) {
+    const auto& p = c["prompt_logprobs"];
+    BOOST_TEST_REQUIRE(p.size() == 3u);
+    BOOST_TEST(p[0].is_null());
+    BOOST_TEST(p[1].size() == 3u);  // the token and its two alternatives
+    BOOST_TEST(p[1]["7"]["logprob"] == -2.5);
+    BOOST_TEST(p[1]["7"]["rank"] == 3);
+    BOOST_TEST(p[1]["7"]["decoded_token"] == " b");
+    BOOST_TEST(p[1]["4"]["rank"] == 1);
+    BOOST_TEST(p[1]["9"]["rank"] == 2);
+    BOOST_TEST(p[1]["9"]["decoded_token"] == "\xef\xbf\xbd");  // an invalid byte as U+FFFD
+    BOOST_TEST(p[2].size() == 1u);  // the token is its own first alternative: once
+    BOOST_TEST(p[2]["4"]["rank"] == 1);
+  }
+  BOOST_TEST(!body.contains("prompt_logprobs"));
+  const auto chat = nlohmann::json::parse(completion_json({Endpoint::chat, "chatcmpl-1", 1, "m", ""}, two, false, Usage{3, 1, 0}));
+  BOOST_TEST(chat["prompt_logprobs"].size() == 3u);
+  BOOST_TEST(!chat["choices"][0].contains("prompt_logprobs"));
+  // Not asked: nothing added.
+  const auto plain = nlohmann::json::parse(completion_json({Endpoint::completions, "cmpl-2", 1, "m", ""},
+                                                           {ChoiceResult{"x", {}, "stop"}}, false, Usage{3, 1, 0}));
+  BOOST_TEST(!plain["choices"][0].contains("prompt_logprobs"));
+}
+
 BOOST_AUTO_TEST_CASE(a_final_usage_names_the_prompt_tokens_the_prefix_cache_served_as_openai_does) {
   const ResponseMeta meta{Endpoint::chat, "chatcmpl-7", 1733000000, "m", ""};
   const std::vector<ChoiceResult> choices{{"hi", {}, "stop"}};

@@ -48,6 +48,15 @@ BOOST_AUTO_TEST_CASE(echo_with_logprobs_asks_the_shards_for_the_prompts_logprobs
   BOOST_TEST(request_spec(plain, base(), 0).sampling.prompt_logprobs == -1);
   const auto text = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","echo":true})");
   BOOST_TEST(request_spec(text, base(), 0).sampling.prompt_logprobs == -1);
+  // vLLM's prompt_logprobs asks too; with echo's, the shards compute the larger k.
+  const auto vllm = testing::parse_ok(Endpoint::completions, R"({"model":"m","prompt":"x","prompt_logprobs":0})");
+  BOOST_TEST(request_spec(vllm, base(), 0).sampling.prompt_logprobs == 0);
+  const auto both = testing::parse_ok(Endpoint::completions,
+                                      R"({"model":"m","prompt":"x","echo":true,"logprobs":1,"prompt_logprobs":4})");
+  BOOST_TEST(request_spec(both, base(), 0).sampling.prompt_logprobs == 4);
+  const auto fewer = testing::parse_ok(Endpoint::completions,
+                                       R"({"model":"m","prompt":"x","echo":true,"logprobs":3,"prompt_logprobs":1})");
+  BOOST_TEST(request_spec(fewer, base(), 0).sampling.prompt_logprobs == 3);
 }
 
 BOOST_AUTO_TEST_CASE(ignore_eos_drops_the_model_stop_tokens_but_keeps_them_masked_before_min_tokens) {
