@@ -30,7 +30,7 @@ struct PromptTokenScore {
     float logprob = 0;
   };
   std::int32_t token = 0;
-  std::string text;  // the token's text, or "token_id:{id}" (return_tokens_as_token_ids)
+  std::string text;  // the token's text (decoded_token)
   float logprob = 0;
   std::uint32_t rank = 0;
   std::vector<Alternative> top;  // most likely first (rank 1, 2, ...)

@@ -159,9 +159,11 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     if (!t.prompt_logprobs.empty() && index / req_.n < prompt_scores_.size()) {
       auto& scores = prompt_scores_[index / req_.n];
       for (const auto& e : t.prompt_logprobs) {
-        PromptTokenScore p{e.token, token_text(e.token), e.logprob, e.rank, {}};
+        // decoded_token is the token's text even with return_tokens_as_token_ids (as vLLM's).
+        const auto& codec = model_.codec();
+        PromptTokenScore p{e.token, codec.token_text(e.token), e.logprob, e.rank, {}};
         for (std::size_t k = 0; k < e.top.size() && k < *req_.prompt_logprobs; ++k)
-          p.top.push_back({e.top[k].token, token_text(e.top[k].token), e.top[k].logprob});
+          p.top.push_back({e.top[k].token, codec.token_text(e.top[k].token), e.top[k].logprob});
         scores.push_back(std::move(p));
       }
     }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <exception>
 #include <mutex>
+#include <unordered_map>
 #include <utility>
 
 namespace actorlm::http {
@@ -46,6 +47,10 @@ struct EngineBridge::Core {
 
   std::exception_ptr escaped;  // what a handler threw, rethrown after its activation
   bool lost = false;           // the companion ended on its own (I/O thread)
+  // Submissions the scheduler has not answered in full, by key (I/O thread): when the companion
+  // ends, CAF drops their answers' handlers, and these answer them instead.
+  std::uint64_t next_submit = 0;
+  std::unordered_map<std::uint64_t, std::function<void(const std::string&)>> open_submits;
 
   // Any thread (the companion's enqueue): runs the message on the I/O thread. What a handler
   // throws leaves through the event loop (which logs it and goes on), as any handler's would,
@@ -87,7 +92,13 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
   // and later submissions are refused.
   self->on_exit([this] {
     core_->lost = true;
-    core_->guard([&] { fail_all("the HTTP server's link to the engine ended"); });
+    const std::string why = "the HTTP server's link to the engine ended";
+    core_->guard([&] {
+      auto open = std::move(core_->open_submits);
+      core_->open_submits.clear();
+      for (auto& [key, answer] : open) answer(why);
+      fail_all(why);
+    });
   });
   self->set_down_handler([this, self](const caf::down_msg& dm) {
     core_->guard([&] { fail_all("the engine stopped: " + self->system().render(dm.reason)); });
@@ -107,6 +118,7 @@ EngineBridge::~EngineBridge() {
   // after this: the enqueue handler goes first (taking the companion's lock, so that a send in
   // progress finishes before), and nothing reaches `core_` from then on.
   core_->self->on_enqueue({});
+  core_->self->on_exit(std::function<void()>{});
   // Terminates the companion (CAF's cleanup, which does not call on_exit): its pending requests'
   // answers are dropped, whoever monitors it hears of it, the actor system no longer waits for it.
   core_->self->cleanup(caf::error{caf::exit_reason::user_shutdown}, &core_->unit);
@@ -127,6 +139,8 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
     std::vector<scheduler::SubmitStatus> status;
     std::size_t left = 0;
     bool unavailable = false;
+    bool answered = false;
+    std::uint64_t key = 0;  // in Core::open_submits
     Listener* listener = nullptr;
     std::function<void(SubmitOutcome)> done;
   };
@@ -143,6 +157,8 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
   // Hands the outcome over, unless the listener left meanwhile: then whatever the engine
   // accepted is aborted, so that nothing runs for nobody.
   auto hand_over = [this, pending](std::string reason) {
+    if (std::exchange(pending->answered, true)) return;  // once: the scheduler's answers or on_exit
+    core_->open_submits.erase(pending->key);
     const auto& ids = pending->ids;
     const auto it = ids.empty() ? listeners_.end() : listeners_.find(ids.front());
     if (!ids.empty() && (it == listeners_.end() || it->second.listener != pending->listener)) {
@@ -159,6 +175,8 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
   }
   SinkCompanion* self = core_->self;
   Core* core = core_.get();
+  pending->key = core->next_submit++;
+  core->open_submits.emplace(pending->key, [hand_over](const std::string& why) { hand_over(why); });
   // The answers' handlers run inside the companion's activations (core->guard).
   auto finish = [self, core, hand_over, pending, scheduler = core_->scheduler] {
     if (!pending->unavailable) return core->guard([&] { hand_over({}); });

@@ -224,10 +224,10 @@ void parse_extensions(const json& body, CompletionRequest& r) {
   }
   if (has("prompt_logprobs")) {
     // vLLM: k >= 0, or -1 for the whole vocabulary; refused with stream (its check).
-    const auto k = integer(body["prompt_logprobs"], "prompt_logprobs", -1, 20);
-    if (k < 0)
+    if (body["prompt_logprobs"] == -1)
       fail("prompt_logprobs", "-1 (every token of the vocabulary at every prompt position) is not supported; "
                               "ask for at most 20 alternatives");
+    const auto k = integer(body["prompt_logprobs"], "prompt_logprobs", 0, 20);
     if (r.stream) fail("prompt_logprobs", "not available when \"stream\" is true (as in vLLM)");
     r.prompt_logprobs = static_cast<std::uint32_t>(k);
   }

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <charconv>
+#include <cmath>
 
 namespace actorlm::http {
 
@@ -46,15 +47,17 @@ json chat_logprobs(const std::vector<TokenLogprob>& lps) {
 
 // vLLM's prompt_logprobs: null for the prompt's first token, then per token an object of token
 // ids (as strings) to {"logprob", "rank", "decoded_token"}: the token itself and its k most
-// likely alternatives (ranks 1 .. k).
+// likely alternatives (ranks 1 .. k; a token among them keeps its own rank). A log-probability
+// of -inf is written -9999.0, as vLLM clamps it (JSON has no infinity).
 json prompt_logprobs_json(const std::vector<PromptTokenScore>& scores) {
+  const auto finite = [](float lp) { return std::isinf(lp) && lp < 0 ? -9999.0f : lp; };
   json out = json::array({nullptr});
   for (const auto& s : scores) {
     json entry = json::object();
     for (std::size_t k = 0; k < s.top.size(); ++k)
       entry[std::to_string(s.top[k].token)] = {
-          {"logprob", s.top[k].logprob}, {"rank", k + 1}, {"decoded_token", s.top[k].text}};
-    entry[std::to_string(s.token)] = {{"logprob", s.logprob}, {"rank", s.rank}, {"decoded_token", s.text}};
+          {"logprob", finite(s.top[k].logprob)}, {"rank", k + 1}, {"decoded_token", s.top[k].text}};
+    entry[std::to_string(s.token)] = {{"logprob", finite(s.logprob)}, {"rank", s.rank}, {"decoded_token", s.text}};
     out.push_back(std::move(entry));
   }
   return out;

@@ -334,6 +334,28 @@ class VllmExtensionFieldsTest(ServerTestCase):
                 if len(entry) == 3:  # the token is not among them: two are more likely
                     self.assertGreaterEqual(own["rank"], 3, entry)
                 self.assertTrue(all(isinstance(e["decoded_token"], str) for e in entry.values()))
+        # Two prompts, n = 2 of best_of = 3: choices 0 and 1 carry the first prompt's scores, 2 and 3
+        # the second's (as each prompt alone scores them; rows of one batch: rounding only).
+        other = "Paris, the city of light, is the capital of"
+        alone = {p: self.client.completions.create(model=MODEL, prompt=p, max_tokens=1, temperature=0,
+                                                   extra_body={"prompt_logprobs": 1}).choices[0].model_extra["prompt_logprobs"]
+                 for p in (PROMPT, other)}
+        self.assertNotEqual(len(alone[PROMPT]), len(alone[other]))
+        both = self.client.completions.create(model=MODEL, prompt=[PROMPT, other], n=2, max_tokens=2, seed=1,
+                                              extra_body={"prompt_logprobs": 1, "best_of": 3})
+        self.assertEqual(len(both.choices), 4)
+        for c in both.choices:
+            got, want = c.model_extra["prompt_logprobs"], alone[PROMPT if c.index < 2 else other]
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got[1:], want[1:]):
+                self.assertEqual(g.keys(), w.keys())
+                for key in g:
+                    self.assertAlmostEqual(g[key]["logprob"], w[key]["logprob"], delta=2e-3)
+        # With echo's logprobs too: each takes its own number of alternatives.
+        mixed = self.client.completions.create(model=MODEL, prompt=PROMPT, echo=True, logprobs=1, max_tokens=1,
+                                               temperature=0, extra_body={"prompt_logprobs": 4}).choices[0]
+        self.assertTrue(all(len(top) == 1 for top in mixed.logprobs.top_logprobs[1:len(ids)]))
+        self.assertTrue(all(len(e) in (4, 5) for e in mixed.model_extra["prompt_logprobs"][1:]))
         # Chat: once for the response, over the rendered prompt.
         chat = self.client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": PROMPT}],
                                                    max_tokens=1, extra_body={"prompt_logprobs": 0})

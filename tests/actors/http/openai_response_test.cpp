@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -102,7 +103,8 @@ BOOST_AUTO_TEST_CASE(a_completion_chunk_reads_back_as_openai_shapes_it) {
 // for the token and its alternatives (ranks 1..k); per choice for completions, once for chat.
 BOOST_AUTO_TEST_CASE(prompt_logprobs_take_vllms_shape) {
   const std::vector<PromptTokenScore> scores{{7, " b", -2.5f, 3, {{4, " a", -0.5f}, {9, "\xff", -1.5f}}},
-                                             {4, " a", -0.25f, 1, {{4, " a", -0.25f}}}};
+                                             {4, " a", -0.25f, 1, {{4, " a", -0.25f}}},
+                                             {5, "c", -std::numeric_limits<float>::infinity(), 9, {}}};
   ChoiceResult with{"x", {}, "length"};
   with.prompt_logprobs = &scores;
   const std::vector<ChoiceResult> two{with, with};
@@ -110,7 +112,7 @@ BOOST_AUTO_TEST_CASE(prompt_logprobs_take_vllms_shape) {
   BOOST_TEST_REQUIRE(body["choices"].size() == 2u);
   for (const auto& c : body["choices"]) {
     const auto& p = c["prompt_logprobs"];
-    BOOST_TEST_REQUIRE(p.size() == 3u);
+    BOOST_TEST_REQUIRE(p.size() == 4u);
     BOOST_TEST(p[0].is_null());
     BOOST_TEST(p[1].size() == 3u);  // the token and its two alternatives
     BOOST_TEST(p[1]["7"]["logprob"] == -2.5);
@@ -121,10 +123,11 @@ BOOST_AUTO_TEST_CASE(prompt_logprobs_take_vllms_shape) {
     BOOST_TEST(p[1]["9"]["decoded_token"] == "\xef\xbf\xbd");  // an invalid byte as U+FFFD
     BOOST_TEST(p[2].size() == 1u);  // the token is its own first alternative: once
     BOOST_TEST(p[2]["4"]["rank"] == 1);
+    BOOST_TEST(p[3]["5"]["logprob"] == -9999.0);  // -inf, clamped as vLLM does
   }
   BOOST_TEST(!body.contains("prompt_logprobs"));
   const auto chat = nlohmann::json::parse(completion_json({Endpoint::chat, "chatcmpl-1", 1, "m", ""}, two, false, Usage{3, 1, 0}));
-  BOOST_TEST(chat["prompt_logprobs"].size() == 3u);
+  BOOST_TEST(chat["prompt_logprobs"].size() == 4u);
   BOOST_TEST(!chat["choices"][0].contains("prompt_logprobs"));
   // Not asked: nothing added.
   const auto plain = nlohmann::json::parse(completion_json({Endpoint::completions, "cmpl-2", 1, "m", ""},

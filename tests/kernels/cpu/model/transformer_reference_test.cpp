@@ -53,6 +53,12 @@ const Case cases[] = {
 constexpr std::uint32_t block_size = 4;
 constexpr std::uint32_t num_blocks = 64;
 
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = actorlm::testing::nan_max(worst, double(std::abs(a[i] - b[i])));
+  return worst;
+}
+
 // Runs the prompt in chunks of `chunk` tokens; returns the logits of every prompt position.
 std::vector<std::vector<float>> run_prompt(Transformer& t, KvCache& cache,
                                            const std::vector<std::int32_t>& prompt,
@@ -64,15 +70,18 @@ std::vector<std::vector<float>> run_prompt(Transformer& t, KvCache& cache,
     const auto n = std::min<std::size_t>(chunk, prompt.size() - first);
     ForwardSeq s{{prompt.data() + first, n}, first, table, true, true};
     t.forward({&s, 1}, cache, true, logits);
+    // The sampling row, then every row of the chunk (kept for prompt log-probabilities).
+    BOOST_REQUIRE_EQUAL(logits.size(), vocab);
+    const std::vector<float> last = logits;
+    BOOST_REQUIRE_EQUAL(t.prompt_rows(), static_cast<std::int64_t>(n));
+    t.prompt_logits(0, static_cast<std::int64_t>(n), logits);
+    BOOST_REQUIRE_EQUAL(logits.size(), n * vocab);
+    // The same hidden state through GEMMs of other shapes: equal up to their rounding.
+    const std::vector<float> kept_last(logits.end() - static_cast<std::ptrdiff_t>(vocab), logits.end());
+    BOOST_TEST(max_abs_diff(last, kept_last) < 1e-4);
     for (std::size_t r = 0; r < n; ++r) rows.emplace_back(logits.begin() + r * vocab, logits.begin() + (r + 1) * vocab);
   }
   return rows;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) worst = actorlm::testing::nan_max(worst, double(std::abs(a[i] - b[i])));
-  return worst;
 }
 
 std::int32_t argmax(const std::vector<float>& v) {

@@ -307,3 +307,26 @@ BOOST_AUTO_TEST_CASE(masked_tokens_are_never_drawn_and_greedy_takes_the_next_bes
   BOOST_TEST(sample(logits, with_temperature(0), 0, 0).token == 2);
   for (uint64_t pos = 0; pos < 200; ++pos) BOOST_TEST(sample(logits, with_temperature(2, 3), 0, pos).token != 1);
 }
+
+// score(): the token's log-probability as a draw reports it, and its rank: 1 + the tokens with a
+// strictly higher logit, so that ties share a rank, NaN ranks last (as -inf) and +inf first.
+BOOST_AUTO_TEST_CASE(score_ranks_a_token_among_the_tokens_more_likely) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -inf, nan, 2.0f};
+  BOOST_TEST(score(logits, 1, 0).rank == 1u);  // tied for first
+  BOOST_TEST(score(logits, 2, 0).rank == 1u);
+  BOOST_TEST(score(logits, 5, 0).rank == 3u);
+  BOOST_TEST(score(logits, 0, 0).rank == 4u);
+  BOOST_TEST(score(logits, 3, 0).rank == 5u);  // -inf: below every finite logit
+  BOOST_TEST(score(logits, 4, 0).rank == 5u);  // NaN counts as -inf
+  const Scored s = score(logits, 5, 2);
+  BOOST_TEST(s.token == 5);
+  const double sum = 2 * std::exp(3.0) + std::exp(2.0) + std::exp(1.0);
+  BOOST_TEST(std::abs(s.logprob - (2.0 - std::log(sum))) < 1e-5);
+  BOOST_TEST_REQUIRE(s.top.size() == 2u);
+  BOOST_TEST(s.top[0].token == 1);  // the tie goes to the lower id
+  BOOST_TEST(s.top[1].token == 2);
+  const std::vector<float> huge = {0.0f, inf, 5.0f};
+  BOOST_TEST(score(huge, 1, 0).rank == 1u);
+  BOOST_TEST(score(huge, 2, 0).rank == 2u);
+}
