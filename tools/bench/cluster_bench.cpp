@@ -289,7 +289,6 @@ ClusterBenchResult run_cluster_bench(const ClusterBenchOptions& o) {
   {
     say("control plane: " + std::to_string(o.running) + " sequences, zero-cost sim shards, TP 2 in this process");
     auto tally_ptr = std::make_shared<Tally>();
-    Tally& tally = *tally_ptr;
     auto sink = sys.spawn(tally_sink, tally_ptr);
     serving::ServedModel local(sys, parse(sim_text, {}));
     const auto ov = decode_overhead(local, o, sink);
