@@ -162,9 +162,7 @@ void ApiCall::finish() {
   }
   Response res;
   if (status == 200) {
-    // Choice i answers prompt i / n (best_of included: choices() is prompts x n).
-    const std::size_t per_prompt = std::max<std::size_t>(1, results_.size() / std::max<std::size_t>(1, session_->ids().size()));
-    for (std::size_t i = 0; i < results_.size(); ++i) results_[i].prompt_logprobs = session_->prompt_scores(i / per_prompt);
+    for (std::size_t i = 0; i < results_.size(); ++i) results_[i].prompt_logprobs = session_->prompt_scores_of_choice(i);
     res.result(beast_http::status::ok);
     res.set(beast_http::field::content_type, "application/json");
     res.body() = completion_json(meta_, results_, r.logprobs, usage);

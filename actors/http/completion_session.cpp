@@ -158,9 +158,8 @@ std::vector<ChoiceDelta> CompletionSession::on_batch(const ChannelBatch& b) {
     }
     if (!t.prompt_logprobs.empty() && index / req_.n < prompt_scores_.size()) {
       auto& scores = prompt_scores_[index / req_.n];
+      const auto& codec = model_.codec();  // decoded_token: the text, even with return_tokens_as_token_ids
       for (const auto& e : t.prompt_logprobs) {
-        // decoded_token is the token's text even with return_tokens_as_token_ids (as vLLM's).
-        const auto& codec = model_.codec();
         PromptTokenScore p{e.token, codec.token_text(e.token), e.logprob, e.rank, {}};
         for (std::size_t k = 0; k < e.top.size() && k < *req_.prompt_logprobs; ++k)
           p.top.push_back({e.top[k].token, codec.token_text(e.top[k].token), e.top[k].logprob});

@@ -56,10 +56,11 @@ class CompletionSession {
   const std::string& failure() const { return failure_; }
   std::chrono::steady_clock::time_point first_token() const { return first_token_; }
   std::uint64_t first_request_id() const { return ids_.empty() ? 0 : ids_.front(); }
-  // vLLM's prompt_logprobs of prompt `i` (complete once its first token came), or nullptr when
-  // the request did not ask.
-  const std::vector<PromptTokenScore>* prompt_scores(std::size_t i) const {
-    return i < prompt_scores_.size() ? &prompt_scores_[i] : nullptr;
+  // vLLM's prompt_logprobs of returned choice `i`'s prompt (complete once its first token
+  // came), or nullptr when the request did not ask.
+  const std::vector<PromptTokenScore>* prompt_scores_of_choice(std::size_t i) const {
+    const std::size_t prompt = prompt_scores_.empty() ? 0 : i / (returned_choices_ / prompt_scores_.size());
+    return prompt < prompt_scores_.size() ? &prompt_scores_[prompt] : nullptr;
   }
 
  private:

@@ -20,6 +20,8 @@
 namespace actorlm::http {
 namespace {
 
+constexpr const char* link_lost = "the HTTP server's link to the engine ended";
+
 // CAF 0.17's actor_companion cannot send requests; this one can (request(...).then(...)).
 class SinkCompanion : public caf::extend<caf::actor_companion, SinkCompanion>::with<caf::mixin::requester> {
  public:
@@ -92,12 +94,10 @@ EngineBridge::EngineBridge(caf::actor_system& sys, engine::Engine& engine, boost
   // and later submissions are refused.
   self->on_exit([this] {
     core_->lost = true;
-    const std::string why = "the HTTP server's link to the engine ended";
     core_->guard([&] {
-      auto open = std::move(core_->open_submits);
-      core_->open_submits.clear();
-      for (auto& [key, answer] : open) answer(why);
-      fail_all(why);
+      auto open = std::exchange(core_->open_submits, {});
+      for (auto& [key, answer] : open) answer(link_lost);
+      fail_all(link_lost);
     });
   });
   self->set_down_handler([this, self](const caf::down_msg& dm) {
@@ -169,14 +169,11 @@ void EngineBridge::submit(std::vector<scheduler::RequestSpec> specs, Listener* l
     pending->done(SubmitOutcome{std::move(pending->status), std::move(reason)});
   };
   if (specs.empty()) return hand_over({});  // at once (documented)
-  if (core_->lost) {
-    pending->left = 0;
-    return hand_over("the HTTP server's link to the engine ended");
-  }
+  if (core_->lost) return hand_over(link_lost);
   SinkCompanion* self = core_->self;
   Core* core = core_.get();
   pending->key = core->next_submit++;
-  core->open_submits.emplace(pending->key, [hand_over](const std::string& why) { hand_over(why); });
+  core->open_submits.emplace(pending->key, hand_over);
   // The answers' handlers run inside the companion's activations (core->guard).
   auto finish = [self, core, hand_over, pending, scheduler = core_->scheduler] {
     if (!pending->unavailable) return core->guard([&] { hand_over({}); });

@@ -1,6 +1,7 @@
 #include "actors/http/openai_request.hpp"
 
 #include "actors/http/json_guard.hpp"
+#include "actors/shard/shard_messages.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -227,7 +228,7 @@ void parse_extensions(const json& body, CompletionRequest& r) {
     if (body["prompt_logprobs"] == -1)
       fail("prompt_logprobs", "-1 (every token of the vocabulary at every prompt position) is not supported; "
                               "ask for at most 20 alternatives");
-    const auto k = integer(body["prompt_logprobs"], "prompt_logprobs", 0, 20);
+    const auto k = integer(body["prompt_logprobs"], "prompt_logprobs", 0, shard::max_top_logprobs);
     if (r.stream) fail("prompt_logprobs", "not available when \"stream\" is true (as in vLLM)");
     r.prompt_logprobs = static_cast<std::uint32_t>(k);
   }
@@ -318,7 +319,7 @@ CompletionRequest parse(Endpoint ep, const json& body, std::string_view served_m
   } else {
     if (has("logprobs")) r.logprobs = boolean(body["logprobs"], "logprobs");
     if (has("top_logprobs")) {
-      r.top_logprobs = static_cast<std::uint32_t>(integer(body["top_logprobs"], "top_logprobs", 0, 20));
+      r.top_logprobs = static_cast<std::uint32_t>(integer(body["top_logprobs"], "top_logprobs", 0, shard::max_top_logprobs));
       if (!r.logprobs) fail("top_logprobs", "needs \"logprobs\": true");
     }
   }

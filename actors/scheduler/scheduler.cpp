@@ -51,7 +51,8 @@ bool valid_inputs(const RequestSpec& s, std::uint32_t vocab) {
       !(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f) ||
       !(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f) ||
       !(p.repetition_penalty > 0.0f && p.repetition_penalty <= 1e6f) ||  // finite penalised logits
-      s.min_tokens > s.max_tokens || p.prompt_logprobs < -1 || p.prompt_logprobs > 20 ||
+      s.min_tokens > s.max_tokens || p.prompt_logprobs < -1 ||
+      p.prompt_logprobs > static_cast<std::int32_t>(shard::max_top_logprobs) ||
       !std::all_of(p.logit_bias.begin(), p.logit_bias.end(),
                    [](const shard::LogitBias& b) { return b.bias >= -100.0f && b.bias <= 100.0f; }))
     return false;

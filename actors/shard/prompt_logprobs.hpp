@@ -17,10 +17,9 @@ namespace actorlm::kernels::cpu { class ThreadPool; }
 
 namespace actorlm::shard {
 
-// Whether the work's forward needs all its rows: its sequence asks for prompt log-probabilities
-// and the work computes a position whose next token is a prompt token.
+// Whether the work's forward needs all its rows (scores_prompt for its sequence).
 inline bool wants_prompt_rows(const SeqWork& w, const SequenceState::Sequence& s) {
-  return s.sampling.prompt_logprobs >= 0 && w.end > w.begin && w.begin + 1 < s.prompt_len;
+  return scores_prompt(w, s.sampling.prompt_logprobs, s.prompt_len);
 }
 
 // The logits of `count` kept rows from `first`: out becomes [count, vocab].

@@ -25,6 +25,9 @@ struct LogitBias {
 // vLLM's order: logit_bias added, min_tokens' stop ids masked, then the repetition, presence
 // and frequency penalties (kernels/cpu/sampling.hpp); reported log-probabilities are those of
 // the changed row.
+// The most alternatives a token's log-probability comes with (top_logprobs, prompt_logprobs).
+inline constexpr std::uint32_t max_top_logprobs = 20;
+
 struct SamplingParams {
   float temperature = 1.0f;  // 0: greedy
   float top_p = 1.0f;
@@ -82,6 +85,13 @@ struct SeqWork {
                                        // batch; costs compute, writes and samples nothing, and
                                        // needs no state on the shards (only `end`: its length)
 };
+
+// Whether `w` scores prompt tokens for a sequence whose sampling asks `prompt_logprobs` (>= 0)
+// and whose prompt is `prompt_len` tokens: it computes a position whose next token is the
+// prompt's (position p scores token p + 1).
+inline bool scores_prompt(const SeqWork& w, std::int32_t prompt_logprobs, std::uint32_t prompt_len) {
+  return prompt_logprobs >= 0 && w.end > w.begin && w.begin + 1 < prompt_len;
+}
 
 // Applied in this order: dropped, added, swap_out, swap_in, copies, then the seqs' forward.
 struct Step {

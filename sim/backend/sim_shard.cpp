@@ -25,8 +25,6 @@ namespace actorlm::sim {
 
 namespace {
 
-constexpr std::uint32_t max_top_logprobs = 20;
-
 // splitmix64 (a bijection with good avalanche) chained over the coordinates: the sequence's
 // (request, request seed, sim seed) into a key, kept per sequence by SimSequences, then the
 // key with (sample, position): two rounds per token.
@@ -168,11 +166,11 @@ StepShape step_shape(const shard::Step& step, const SimSequences* seqs) {
     }
     if (w.end <= w.begin) continue;
     longest = std::max(longest, w.end);
-    const bool scores_prompt = seqs != nullptr && [&] {
+    const bool scores = seqs != nullptr && [&] {
       const auto& q = seqs->at(w.seq);
-      return q.prompt_logprobs >= 0 && w.begin + 1 < q.prompt_len;
+      return shard::scores_prompt(w, q.prompt_logprobs, q.prompt_len);
     }();
-    s.add(w.end - w.begin, w.end, w.num_samples > 0, scores_prompt);
+    s.add(w.end - w.begin, w.end, w.num_samples > 0, scores);
   }
   if (padded)
     for (const auto& w : step.seqs)
@@ -219,7 +217,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
   // and a token's alternatives are the ids after it.
   const auto alternatives = [&](kv::TokenId token, std::uint32_t asked, float logprob) {
     std::vector<shard::TopLogprob> top;
-    const std::uint32_t k = std::min({asked, max_top_logprobs, m.vocab_size});
+    const std::uint32_t k = std::min({asked, shard::max_top_logprobs, m.vocab_size});
     for (std::uint32_t i = 0; i < k; ++i)
       top.push_back({static_cast<kv::TokenId>((std::uint32_t(token) + i) % m.vocab_size), logprob});
     return top;
@@ -227,7 +225,7 @@ shard::StepResult simulate_step(const SimShardModel& m, SimSequences& seqs, cons
   for (const auto& w : step.seqs) {
     if (w.padding) continue;
     const auto& s = seqs.at(w.seq);
-    if (s.prompt_logprobs >= 0)  // position p scores prompt token p + 1
+    if (shard::scores_prompt(w, s.prompt_logprobs, s.prompt_len))  // position p scores token p + 1
       for (std::uint32_t p = w.begin; p < w.end && p + 1 < s.prompt_len; ++p)
         r.prompt_logprobs.push_back({w.seq, p + 1, s.prompt[p + 1], uniform_logprob,
                                      alternatives(s.prompt[p + 1], static_cast<std::uint32_t>(s.prompt_logprobs), uniform_logprob),
