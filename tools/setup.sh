@@ -8,6 +8,7 @@ packages=(
   libcaf-dev              # C++ Actor Framework 0.17
   libtomlplusplus-dev     # TOML config
   libboost-test-dev       # Boost.Test
+  libboost-context1.74-dev  # fibers: tools/cuda_emu runs the cuda kernels' tests on the host
   libspdlog-dev libcli11-dev nlohmann-json3-dev
   libxxhash-dev           # prefix-cache block hashes
   libjemalloc-dev         # the actorlm binary's allocator

@@ -9,10 +9,11 @@
 // turns on one OS thread and the blocks run one after another.
 
 #include "tools/cuda_emu/grid.hpp"
+#include "tools/cuda_emu/host.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // before the macros below: it names parameters gridDim and blockDim
 #include <vector_functions.h>
 #include <vector_types.h>
 
@@ -39,11 +40,6 @@ struct LaunchArgs {
   dim3 grid, block;
   std::size_t shared;
 };
-
-// Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
-void set_last_error(cudaError_t e);
-// The dynamic shared memory limit cudaFuncSetAttribute gave `kernel` (48 KiB without one).
-std::size_t dynamic_shared_limit(const void* kernel);
 
 // kernel<<<a>>>(args...): the arguments converted to the kernel's parameter types as a launch
 // converts them, then the grid run at once (the launch is synchronous: what a stream orders
@@ -87,8 +83,6 @@ T shuffle_from(unsigned mask, const T& v, int src_of_this_lane) {
   std::memcpy(&from, d.slots + 16 * (src_of_this_lane & 31), sizeof from);
   return from.value;
 }
-
-inline int lane_id() { return static_cast<int>(thread_index().x + block_dim().x * (thread_index().y + block_dim().y * thread_index().z)) % 32; }
 
 }  // namespace cuda_emu
 
@@ -200,12 +194,8 @@ CUDA_EMU_MIN_MAX(double)
 
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 
-// cuda_runtime.h's template overloads, which nvcc includes and g++ does not see.
+// cuda_runtime.h declares this overload for nvcc only.
 template <class T>
-cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, T kernel, int block, std::size_t smem) {
-  return ::cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, reinterpret_cast<const void*>(kernel), block, smem);
-}
-template <class T>
-cudaError_t cudaFuncSetAttribute(T kernel, cudaFuncAttribute attr, int value) {
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute attr, int value) {
   return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attr, value);
 }

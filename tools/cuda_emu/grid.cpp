@@ -1,5 +1,7 @@
 #include "tools/cuda_emu/grid.hpp"
 
+#include "kernels/splitmix64.hpp"
+
 #include <boost/context/fiber.hpp>
 
 #include <algorithm>
@@ -9,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,13 +108,22 @@ void yield() {
   t.back = std::move(t.back).resume();
 }
 
+// A small fast generator for the orders (std::shuffle takes any uniform random bit generator).
+struct SplitMix {
+  using result_type = std::uint64_t;
+  std::uint64_t state;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type(0); }
+  result_type operator()() { return actorlm::kernels::splitmix64_mix(state += actorlm::kernels::splitmix64_gamma); }
+};
+
 std::uint64_t launch_seed() {
   static std::atomic<std::uint64_t> launches{0};
   static const std::uint64_t base = [] {
     const char* s = std::getenv("CUDA_EMU_SEED");
     return s != nullptr ? std::strtoull(s, nullptr, 10) : 0x5eedULL;
   }();
-  return base * 0x9e3779b97f4a7c15ULL + launches.fetch_add(1);
+  return base * actorlm::kernels::splitmix64_gamma + launches.fetch_add(1);
 }
 
 std::string where(const char* kernel, const Block& b) {
@@ -155,7 +165,7 @@ void thread_exited(Block& b, Thread& t) {
 }
 
 void run_block(const char* kernel, const LaunchShape& shape, Block& b, const std::function<void()>& body,
-               std::mt19937_64& rng) {
+               SplitMix& rng) {
   const Index3 bd = shape.block;
   const int n = static_cast<int>(bd.x * bd.y * bd.z);
   b.threads = std::vector<Thread>(n);
@@ -197,8 +207,10 @@ void run_block(const char* kernel, const LaunchShape& shape, Block& b, const std
       Thread& t = b.threads[i];
       if (t.state != State::runnable) continue;
       running.thread = &t;
+      detail::place = {&t.index, &b.index, &shape.block, &shape.grid, t.lane};
       t.fiber = std::move(t.fiber).resume();
       running.thread = nullptr;
+      detail::place = {};
       if (t.error) {
         std::string what = "a thread threw";
         try {
@@ -229,7 +241,7 @@ const char* launch_shape_error(const LaunchShape& s) {
 void run_grid(const char* kernel, const LaunchShape& shape, const std::function<void()>& body) {
   if (const char* e = launch_shape_error(shape)) throw std::invalid_argument(std::string("cuda_emu: ") + kernel + ": " + e);
   if (running.thread != nullptr) throw std::logic_error("cuda_emu: a launch from inside a kernel");
-  std::mt19937_64 rng(launch_seed());
+  SplitMix rng{launch_seed()};
   // The blocks in a shuffled order too: a GPU runs them in any order, at once or not.
   std::vector<Index3> blocks;
   blocks.reserve(std::size_t(shape.grid.x) * shape.grid.y * shape.grid.z);
@@ -253,10 +265,9 @@ void run_grid(const char* kernel, const LaunchShape& shape, const std::function<
   running = {};
 }
 
-const Index3& thread_index() { return here().thread->index; }
-const Index3& block_index() { return here().block->index; }
-const Index3& block_dim() { return here().shape->block; }
-const Index3& grid_dim() { return here().shape->grid; }
+namespace detail {
+thread_local Place place;
+}
 
 void sync_threads() {
   Block& b = *here().block;

@@ -38,11 +38,25 @@ const char* launch_shape_error(const LaunchShape& shape);
 // `kernel` when a thread throws, the block deadlocks or shared memory runs over.
 void run_grid(const char* kernel, const LaunchShape& shape, const std::function<void()>& body);
 
+namespace detail {
+// The running thread's place, set by the scheduler at every switch (null outside a kernel).
+struct Place {
+  const Index3* thread = nullptr;
+  const Index3* block = nullptr;
+  const Index3* block_dim = nullptr;
+  const Index3* grid_dim = nullptr;
+  int lane = 0;
+};
+extern thread_local Place place;
+}  // namespace detail
+
 // The running thread's place (only inside run_grid's body).
-const Index3& thread_index();
-const Index3& block_index();
-const Index3& block_dim();
-const Index3& grid_dim();
+inline const Index3& thread_index() { return *detail::place.thread; }
+inline const Index3& block_index() { return *detail::place.block; }
+inline const Index3& block_dim() { return *detail::place.block_dim; }
+inline const Index3& grid_dim() { return *detail::place.grid_dim; }
+// The running thread's lane in its warp (threads numbered x first, then y, then z).
+inline int lane_id() { return detail::place.lane; }
 
 // __syncthreads(): waits until every thread of the block still running has arrived.
 void sync_threads();

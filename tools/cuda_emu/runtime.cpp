@@ -2,7 +2,8 @@
 // declarations of the toolkit's own cuda_runtime_api.h, no libcudart. Device memory is host
 // memory that the emulator tracks, so a copy or memset that runs past a device allocation is an
 // error here (cudaErrorInvalidValue), as the driver's checks and compute-sanitizer would make it.
-// Work is synchronous: a stream or event has nothing left to wait for. The device's memory is
+// Work is synchronous: a stream or event has nothing left to wait for. CUDA_EMU_DEVICES devices
+// (default 1) share one pool of memory. The device's memory is
 // CUDA_EMU_MEMORY_MIB (default 2,048) MiB, so that a memory plan sized from cudaMemGetInfo stays
 // small.
 #include "tools/cuda_emu/device.hpp"
@@ -107,6 +108,21 @@ constexpr int shared_per_sm = 228 * 1024;
 
 void set_last_error(cudaError_t e) { last_error = e; }
 
+bool device_range(const void* p, std::size_t bytes) { return allocations().on_device(p, bytes); }
+
+namespace {
+thread_local int device_of_thread = 0;
+}
+
+int current_device() { return device_of_thread; }
+int device_count() {
+  static const int n = [] {
+    const char* s = std::getenv("CUDA_EMU_DEVICES");
+    return s != nullptr ? std::max(1, std::atoi(s)) : 1;
+  }();
+  return n;
+}
+
 std::size_t dynamic_shared_limit(const void* kernel) {
   std::lock_guard lock(attributes_mu);
   auto it = dynamic_limits.find(kernel);
@@ -119,18 +135,22 @@ namespace e = cuda_emu;
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (count == nullptr) return e::fail(cudaErrorInvalidValue);
-  *count = 1;
+  *count = e::device_count();
   return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : e::fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= e::device_count()) return e::fail(cudaErrorInvalidDevice);
+  e::device_of_thread = device;
+  return cudaSuccess;
+}
 cudaError_t cudaGetDevice(int* device) {
   if (device == nullptr) return e::fail(cudaErrorInvalidValue);
-  *device = 0;
+  *device = e::current_device();
   return cudaSuccess;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
   if (p == nullptr) return e::fail(cudaErrorInvalidValue);
-  if (device != 0) return e::fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= e::device_count()) return e::fail(cudaErrorInvalidDevice);
   std::memset(p, 0, sizeof *p);
   std::strncpy(p->name, "cuda_emu (host emulator)", sizeof p->name - 1);
   p->totalGlobalMem = e::allocations().total();
@@ -149,7 +169,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
   if (value == nullptr) return e::fail(cudaErrorInvalidValue);
-  if (device != 0) return e::fail(cudaErrorInvalidDevice);
+  if (device < 0 || device >= e::device_count()) return e::fail(cudaErrorInvalidDevice);
   switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = e::sm_count; return cudaSuccess;
     case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
@@ -195,6 +215,23 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
   return cudaMemcpy(dst, src, n, kind);
+}
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+  if (width > dpitch || width > spitch) return e::fail(cudaErrorInvalidPitchValue);
+  if (height == 0 || width == 0) return cudaSuccess;
+  const std::size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
+  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if ((dst_dev && !e::allocations().on_device(dst, dspan)) || (src_dev && !e::allocations().on_device(src, sspan)))
+    return e::fail(cudaErrorInvalidValue);
+  for (std::size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }
 cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (n > 0 && !e::allocations().on_device(p, n)) return e::fail(cudaErrorInvalidValue);
@@ -264,6 +301,10 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, const void*, i
   if (smem > 0) blocks = std::min<int>(blocks, e::shared_per_sm / int(smem + 1024));  // 1 KiB reserved per block
   *n = std::max(blocks, 0);
   return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* n, const void* kernel, int block, size_t smem,
+                                                                  unsigned int) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;  // hints: nothing to emulate

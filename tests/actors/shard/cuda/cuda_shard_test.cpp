@@ -88,8 +88,12 @@ std::shared_ptr<cpu::ModelWeights> random_weights(const model::Architecture& a, 
   w->heads = model::shard_for_rank(a, 0, 1);
   w->storage = cpu::WeightStorage::f32;
   const std::int64_t hd = a.head_dim, h = a.hidden;
+  // A tied embedding is also the output projection: scaled as the other matrices, so the logits
+  // spread by about 1 and the softmax is not saturated (at N(0, 1) every falcon case's
+  // log-probabilities came out exactly 0 on both shards, which compared nothing).
   std::vector<float> emb(static_cast<std::size_t>(a.vocab) * h);
-  for (float& x : emb) x = normal(rng);
+  const float emb_scale = a.tied_embeddings ? 1.0f / std::sqrt(float(h)) : 1.0f;
+  for (float& x : emb) x = normal(rng) * emb_scale;
   w->embed = cpu::f32_matrix(emb, a.vocab, h);
   const bool layernorm = a.norm == model::NormKind::layernorm;
   w->out_norm = vec(1.0f, 0.1f);

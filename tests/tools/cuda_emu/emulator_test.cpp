@@ -1,0 +1,205 @@
+// tools/cuda_emu, the host emulation the cuda kernels' tests run on in CI: that it runs CUDA's
+// semantics (barriers, shuffles, ballots, launch limits, cuBLAS's column-major GEMM, NCCL's
+// all-reduce), and that it catches what a GPU would punish: a missing barrier, divergent
+// barriers, a shuffle after lanes exited, shared memory over the limit, a copy past an allocation.
+#define BOOST_TEST_MODULE cuda_emu
+#include <boost/test/unit_test.hpp>
+
+#include "tests/tools/cuda_emu/emulator_kernels.hpp"
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <nccl.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+template <class T>
+struct Device {
+  explicit Device(std::size_t n) : n(n) { BOOST_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&ptr), n * sizeof(T)) == cudaSuccess); }
+  explicit Device(const std::vector<T>& host) : Device(host.size()) {
+    BOOST_REQUIRE(cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~Device() { cudaFree(ptr); }
+  std::vector<T> host() const {
+    std::vector<T> out(n);
+    BOOST_REQUIRE(cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return out;
+  }
+  T* ptr = nullptr;
+  std::size_t n;
+};
+
+void expect_error(void (*launch)(int*), const std::string& words) {
+  Device<int> out(64);
+  try {
+    launch(out.ptr);
+    BOOST_FAIL("the launch was not refused");
+  } catch (const std::runtime_error& e) {
+    BOOST_TEST_MESSAGE(e.what());
+    BOOST_TEST(std::string(e.what()).find(words) != std::string::npos, e.what());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_block_reduction_with_its_barriers_sums_every_thread) {
+  for (const int threads : {32, 64, 256, 1024}) {
+    const int blocks = 5;
+    std::vector<float> in(std::size_t(blocks) * threads);
+    std::iota(in.begin(), in.end(), 1.0f);
+    Device<float> din(in), dout(blocks);
+    for (int run = 0; run < 3; ++run) {  // another thread order each launch
+      cuda_emu_test::block_sum(din.ptr, dout.ptr, blocks, threads);
+      const auto got = dout.host();
+      for (int b = 0; b < blocks; ++b) {
+        const double first = double(b) * threads + 1, last = first + threads - 1;
+        BOOST_TEST(got[b] == float((first + last) * threads / 2));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_missing_a_barrier_reads_what_its_neighbour_had_not_written) {
+  const int threads = 64;
+  Device<float> out(threads);
+  std::vector<float> want(threads);
+  for (int i = 0; i < threads; ++i) want[i] = float((i + 1) % threads);
+  cuda_emu_test::neighbours(out.ptr, threads, true);
+  BOOST_TEST(out.host() == want, boost::test_tools::per_element());
+  // Without the barrier, the threads that run before their neighbour read the unwritten slot
+  // (0xff bytes: a NaN): the emulator's random order shows the race in every launch but the
+  // one in 2^63 where each thread runs after its neighbour.
+  cuda_emu_test::neighbours(out.ptr, threads, false);
+  const auto got = out.host();
+  const auto nan = std::count_if(got.begin(), got.end(), [](float x) { return std::isnan(x); });
+  BOOST_TEST(nan > 0);
+}
+
+BOOST_AUTO_TEST_CASE(shuffles_and_ballots_follow_cuda_semantics) {
+  const int threads = 64;
+  Device<int> out(4 * threads);
+  cuda_emu_test::warp_ops(out.ptr, threads);
+  const auto got = out.host();
+  for (int t = 0; t < threads; ++t) {
+    const int lane = t % 32;
+    BOOST_TEST(got[4 * t] == 50);                             // lane 5's lane * 10
+    BOOST_TEST(got[4 * t + 1] == (lane ^ 1));                 // pairs swapped
+    BOOST_TEST(got[4 * t + 2] == (lane < 28 ? lane + 4 : lane));  // past the warp: its own value
+    BOOST_TEST(static_cast<unsigned>(got[4 * t + 3]) == 0x49249249u);  // lanes 0, 3, 6, ... 30
+  }
+}
+
+BOOST_AUTO_TEST_CASE(divergent_barriers_are_reported_as_a_deadlock) {
+  expect_error(cuda_emu_test::divergent, "deadlock");
+}
+
+BOOST_AUTO_TEST_CASE(a_full_mask_shuffle_after_some_lanes_exited_is_refused) {
+  expect_error(cuda_emu_test::exited_lanes, "exited");
+}
+
+BOOST_AUTO_TEST_CASE(static_shared_memory_over_48_kib_is_refused) {
+  Device<float> out(32);
+  BOOST_CHECK_THROW(cuda_emu_test::big_static_shared(out.ptr), std::runtime_error);
+}
+
+BOOST_AUTO_TEST_CASE(launch_shapes_a_gpu_refuses_set_the_launch_error_and_run_nothing) {
+  Device<float> out(2048);
+  BOOST_TEST(cudaMemset(out.ptr, 0, 2048 * sizeof(float)) == cudaSuccess);
+  BOOST_TEST(cuda_emu_test::fill(out.ptr, 1, 1025, 0, 1.0f) == cudaErrorInvalidConfiguration);
+  BOOST_TEST(cuda_emu_test::fill(out.ptr, 0, 32, 0, 1.0f) == cudaErrorInvalidConfiguration);
+  BOOST_TEST(cuda_emu_test::fill(out.ptr, 1, 32, 64 * 1024, 1.0f) == cudaErrorInvalidConfiguration);
+  BOOST_TEST(out.host() == std::vector<float>(2048, 0.0f), boost::test_tools::per_element());
+  // 64 KiB of dynamic shared memory once the kernel is allowed it, as on a GPU.
+  BOOST_TEST(cuda_emu_test::allow_dynamic_shared(64 * 1024) == cudaSuccess);
+  BOOST_TEST(cuda_emu_test::fill(out.ptr, 2, 1024, 64 * 1024, 1.0f) == cudaSuccess);
+  BOOST_TEST(out.host() == std::vector<float>(2048, 1.0f), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(copies_past_a_device_allocation_fail) {
+  Device<float> d(16);
+  std::vector<float> h(17, 1.0f);
+  BOOST_TEST(cudaMemcpy(d.ptr, h.data(), 16 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  BOOST_TEST(cudaMemcpy(d.ptr, h.data(), 17 * sizeof(float), cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  BOOST_TEST(cudaGetLastError() == cudaErrorInvalidValue);
+  BOOST_TEST(cudaMemcpy(h.data(), d.ptr + 1, 16 * sizeof(float), cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  BOOST_TEST(cudaMemset(d.ptr + 8, 0, 9 * sizeof(float)) == cudaErrorInvalidValue);
+  BOOST_TEST(cudaMemcpy(h.data(), h.data() + 1, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);  // not device memory
+}
+
+BOOST_AUTO_TEST_CASE(gemm_ex_computes_the_column_major_product_for_every_transpose) {
+  cublasHandle_t h = nullptr;
+  BOOST_REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int m = 5, n = 3, k = 7, pad = 2;
+  for (const auto ta : {CUBLAS_OP_N, CUBLAS_OP_T})
+    for (const auto tb : {CUBLAS_OP_N, CUBLAS_OP_T}) {
+      // op(A) is m × k, op(B) k × n; stored column-major with leading dimensions padded.
+      const int lda = (ta == CUBLAS_OP_N ? m : k) + pad, ldb = (tb == CUBLAS_OP_N ? k : n) + pad, ldc = m + pad;
+      std::vector<float> a(std::size_t(lda) * (ta == CUBLAS_OP_N ? k : m)), b(std::size_t(ldb) * (tb == CUBLAS_OP_N ? n : k));
+      for (auto& x : a) x = u(rng);
+      for (auto& x : b) x = u(rng);
+      std::vector<float> c(std::size_t(ldc) * n, 0.5f);
+      auto opa = [&](int i, int l) { return ta == CUBLAS_OP_N ? a[i + std::size_t(l) * lda] : a[l + std::size_t(i) * lda]; };
+      auto opb = [&](int l, int j) { return tb == CUBLAS_OP_N ? b[l + std::size_t(j) * ldb] : b[j + std::size_t(l) * ldb]; };
+      Device<float> da(a), db(b), dc(c);
+      const float alpha = 2.0f, beta = 0.25f;
+      BOOST_REQUIRE(cublasGemmEx(h, ta, tb, m, n, k, &alpha, da.ptr, CUDA_R_32F, lda, db.ptr, CUDA_R_32F, ldb, &beta,
+                                 dc.ptr, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+      const auto got = dc.host();
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double want = 0;
+          for (int l = 0; l < k; ++l) want += double(opa(i, l)) * opb(l, j);
+          want = alpha * want + beta * 0.5;
+          BOOST_TEST(got[i + std::size_t(j) * ldc] == want, boost::test_tools::tolerance(1e-5));
+        }
+      for (int j = 0; j < n; ++j)  // the padding rows of C untouched
+        for (int i = m; i < ldc; ++i) BOOST_TEST(got[i + std::size_t(j) * ldc] == 0.5f);
+      // A leading dimension shorter than the matrix is refused, as cuBLAS refuses it.
+      BOOST_TEST(cublasGemmEx(h, ta, tb, m, n, k, &alpha, da.ptr, CUDA_R_32F, (ta == CUBLAS_OP_N ? m : k) - 1, db.ptr,
+                              CUDA_R_32F, ldb, &beta, dc.ptr, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_INVALID_VALUE);
+    }
+  cublasDestroy(h);
+}
+
+BOOST_AUTO_TEST_CASE(all_reduce_sums_over_ranks_on_their_own_threads) {
+  const int world = 3;
+  const std::size_t n = 1000;
+  ncclUniqueId id;
+  BOOST_REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  std::vector<ncclComm_t> comms(world);
+  BOOST_REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < world; ++r) BOOST_REQUIRE(ncclCommInitRank(&comms[r], world, id, r) == ncclSuccess);
+  BOOST_REQUIRE(ncclGroupEnd() == ncclSuccess);
+  std::vector<std::vector<float>> got(world);
+  std::vector<ncclResult_t> results(world);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] {
+      std::vector<__nv_bfloat16> v(n);
+      for (std::size_t i = 0; i < n; ++i) v[i] = __float2bfloat16_rn(float(i % 4) * (r + 1));
+      Device<__nv_bfloat16> d(v);
+      for (int round = 0; round < 4; ++round)  // in place, rounds back to back
+        results[r] = ncclAllReduce(d.ptr, d.ptr, n, ncclBfloat16, ncclSum, comms[r], nullptr);
+      for (const auto x : d.host()) got[r].push_back(__bfloat162float(x));
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < world; ++r) {
+    BOOST_TEST(results[r] == ncclSuccess);
+    for (std::size_t i = 0; i < n; ++i) {
+      // (1 + 2 + 3) (i % 4) after one round, times 3 each round after: exact in bf16.
+      BOOST_TEST(got[r][i] == float(i % 4) * 6 * 27, "rank " << r << " element " << i);
+    }
+  }
+  for (auto c : comms) ncclCommDestroy(c);
+}

@@ -1,0 +1,129 @@
+// The cuBLAS calls actorlm makes (kernels/cuda/gemm.cu), on the host for tools/cuda_emu, with the
+// declarations of the toolkit's cublas_v2.h: cublasGemmEx as cuBLAS documents it (column-major,
+// op(A) m × k, op(B) k × n, C = alpha op(A) op(B) + beta C, C not read when beta is 0), f32
+// accumulation, the leading dimensions and types checked as cuBLAS checks them, and every
+// matrix's extent checked against the device's allocations (cuBLAS would fault on it).
+#include "tools/cuda_emu/host.hpp"
+
+#include <cublas_v2.h>
+
+#include <vector>
+
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
+
+namespace {
+
+bool element_type(cudaDataType t, std::size_t& bytes) {
+  switch (t) {
+    case CUDA_R_32F: bytes = 4; return true;
+    case CUDA_R_16F:
+    case CUDA_R_16BF: bytes = 2; return true;
+    default: return false;
+  }
+}
+
+float load(const void* p, cudaDataType t, std::size_t i) {
+  switch (t) {
+    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
+    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+void store(void* p, cudaDataType t, std::size_t i, float v) {
+  switch (t) {
+    case CUDA_R_16F: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case CUDA_R_16BF: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+// A column-major rows × cols matrix with leading dimension ld lies in ld (cols - 1) + rows elements.
+bool on_device(const void* p, int rows, int cols, int ld, std::size_t bytes) {
+  if (rows == 0 || cols == 0) return true;
+  return cuda_emu::device_range(p, (std::size_t(ld) * (cols - 1) + rows) * bytes);
+}
+
+// Eight running sums, which the compiler vectorises (cuBLAS's order of summation is its own too).
+float dot(const float* x, const float* y, int k) {
+  float s[8] = {};
+  int l = 0;
+  for (; l + 8 <= k; l += 8)
+    for (int u = 0; u < 8; ++u) s[u] += x[l + u] * y[l + u];
+  float acc = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  for (; l < k; ++l) acc += x[l] * y[l];
+  return acc;
+}
+
+}  // namespace
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *handle = new cublasContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, size_t bytes) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes > 0 && !cuda_emu::device_range(workspace, bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t) {
+  return handle == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_SUCCESS;
+}
+const char* cublasGetStatusName(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_EXECUTION_FAILED";
+  }
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void* alpha, const void* A, cudaDataType Atype, int lda, const void* B,
+                            cudaDataType Btype, int ldb, const void* beta, void* C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  const bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+  if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) ||
+      ldc < std::max(1, m) || alpha == nullptr || beta == nullptr)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::size_t ab = 0, cb = 0;
+  if (Atype != Btype || !element_type(Atype, ab) || !element_type(Ctype, cb) ||
+      (Ctype != Atype && Ctype != CUDA_R_32F) || (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+  if (!on_device(A, ta ? k : m, ta ? m : k, lda, ab) || !on_device(B, tb ? n : k, tb ? k : n, ldb, ab) ||
+      !on_device(C, m, n, ldc, cb))
+    return CUBLAS_STATUS_INVALID_VALUE;  // cuBLAS would read or write past an allocation
+  const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
+  // op(B) as n columns of k floats, op(A) one row of k floats at a time.
+  std::vector<float> bt(std::size_t(n) * k), row(k);
+  for (int j = 0; j < n; ++j)
+    for (int l = 0; l < k; ++l)
+      bt[std::size_t(j) * k + l] = load(B, Btype, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
+  for (int i = 0; i < m; ++i) {
+    for (int l = 0; l < k; ++l)
+      row[l] = load(A, Atype, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
+    for (int j = 0; j < n; ++j) {
+      const float* col = bt.data() + std::size_t(j) * k;
+      float acc = dot(row.data(), col, k);
+      const std::size_t c = std::size_t(i) + std::size_t(j) * ldc;
+      store(C, Ctype, c, b == 0.0f ? a * acc : a * acc + b * load(C, Ctype, c));
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}

@@ -1,0 +1,23 @@
+#pragma once
+// What the emulated runtime (tools/cuda_emu/runtime.cpp) tells the other emulated parts: the
+// device kernels (device.hpp), cuBLAS (blas.cpp) and NCCL (nccl.cpp).
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace cuda_emu {
+
+// Whether [p, p + bytes) lies inside one device allocation (tools/cuda_emu/runtime.cpp).
+bool device_range(const void* p, std::size_t bytes);
+// The device the calling thread works on (cudaSetDevice), and how many there are
+// (CUDA_EMU_DEVICES, default 1).
+int current_device();
+int device_count();
+
+// Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
+void set_last_error(cudaError_t e);
+// The dynamic shared memory limit cudaFuncSetAttribute gave `kernel` (48 KiB without one).
+std::size_t dynamic_shared_limit(const void* kernel);
+
+}  // namespace cuda_emu

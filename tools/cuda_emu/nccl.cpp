@@ -1,0 +1,160 @@
+// The NCCL calls actorlm makes (kernels/cuda/nccl_group.cpp), for tools/cuda_emu, with the
+// declarations of the toolkit's nccl.h: the ranks of a communicator are threads of this process
+// (the emulated devices of CUDA_EMU_DEVICES), joined by their unique id; ncclAllReduce (sum, f32,
+// f16, bf16) waits for every rank, sums in f32 in rank order and rounds once. A rank that never
+// comes makes the others fail after CUDA_EMU_NCCL_TIMEOUT_S (default 120) seconds instead of
+// hanging as NCCL would.
+#include "tools/cuda_emu/host.hpp"
+
+#include <nccl.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Clique {
+  explicit Clique(int n) : nranks(n), sends(n, nullptr), joined(n, false) {}
+  const int nranks;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool scattering = false, aborted = false;
+  int arrived = 0, departed = 0;
+  std::vector<const void*> sends;
+  std::vector<bool> joined;
+  std::vector<float> sum;
+  std::size_t count = 0;
+  ncclDataType_t type = ncclFloat32;
+};
+
+std::mutex registry_mu;
+std::map<std::string, std::weak_ptr<Clique>> registry;
+
+std::chrono::seconds timeout() {
+  const char* s = std::getenv("CUDA_EMU_NCCL_TIMEOUT_S");
+  return std::chrono::seconds(s != nullptr ? std::atoi(s) : 120);
+}
+
+bool element_bytes(ncclDataType_t t, std::size_t& bytes) {
+  switch (t) {
+    case ncclFloat32: bytes = 4; return true;
+    case ncclFloat16:
+    case ncclBfloat16: bytes = 2; return true;
+    default: return false;
+  }
+}
+
+float load(const void* p, ncclDataType_t t, std::size_t i) {
+  switch (t) {
+    case ncclFloat16: return __half2float(static_cast<const __half*>(p)[i]);
+    case ncclBfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+void store(void* p, ncclDataType_t t, std::size_t i, float v) {
+  switch (t) {
+    case ncclFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case ncclBfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+}  // namespace
+
+struct ncclComm {
+  std::shared_ptr<Clique> clique;
+  int rank = 0;
+};
+
+const char* ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+    case ncclSuccess: return "no error";
+    case ncclInvalidArgument: return "invalid argument (cuda_emu)";
+    case ncclInvalidUsage: return "invalid usage (cuda_emu)";
+    case ncclSystemError: return "a rank did not come (cuda_emu: CUDA_EMU_NCCL_TIMEOUT_S) or the communicator was aborted";
+    default: return "unhandled error (cuda_emu)";
+  }
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (id == nullptr) return ncclInvalidArgument;
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard lock(mu);
+  for (std::size_t i = 0; i < sizeof id->internal; i += 8) {
+    const std::uint64_t r = rng();
+    std::memcpy(id->internal + i, &r, 8);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() { return ncclSuccess; }
+ncclResult_t ncclGroupEnd() { return ncclSuccess; }
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  if (comm == nullptr || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  std::lock_guard lock(registry_mu);
+  const std::string key(id.internal, sizeof id.internal);
+  std::shared_ptr<Clique> c = registry[key].lock();
+  if (!c) registry[key] = c = std::make_shared<Clique>(nranks);
+  if (c->nranks != nranks || c->joined[rank]) return ncclInvalidUsage;
+  c->joined[rank] = true;
+  *comm = new ncclComm{c, rank};
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  {
+    std::lock_guard lock(comm->clique->mu);
+    comm->clique->aborted = true;
+  }
+  comm->clique->cv.notify_all();
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t) {
+  std::size_t bytes = 0;
+  if (comm == nullptr || op != ncclSum || !element_bytes(type, bytes)) return ncclInvalidArgument;
+  if (count > 0 && (!cuda_emu::device_range(send, count * bytes) || !cuda_emu::device_range(recv, count * bytes)))
+    return ncclInvalidArgument;
+  Clique& c = *comm->clique;
+  std::unique_lock lock(c.mu);
+  const auto deadline = std::chrono::steady_clock::now() + timeout();
+  // The previous all-reduce's ranks have all taken their result.
+  if (!c.cv.wait_until(lock, deadline, [&] { return !c.scattering || c.aborted; }) || c.aborted) return ncclSystemError;
+  if (c.arrived == 0) c.count = count, c.type = type;
+  if (c.count != count || c.type != type) return ncclInvalidUsage;
+  c.sends[comm->rank] = send;
+  if (++c.arrived == c.nranks) {
+    c.sum.assign(count, 0.0f);
+    for (int r = 0; r < c.nranks; ++r)
+      for (std::size_t i = 0; i < count; ++i) c.sum[i] += load(c.sends[r], type, i);
+    c.scattering = true;
+    c.cv.notify_all();
+  } else if (!c.cv.wait_until(lock, deadline, [&] { return c.scattering || c.aborted; }) || c.aborted) {
+    return ncclSystemError;
+  }
+  for (std::size_t i = 0; i < count; ++i) store(recv, type, i, c.sum[i]);
+  if (++c.departed == c.nranks) {
+    c.arrived = c.departed = 0;
+    c.scattering = false;
+    c.cv.notify_all();
+  }
+  return ncclSuccess;
+}
