@@ -10,6 +10,7 @@
 
 #include "actors/engine/completions.hpp"
 #include "actors/serving/served_model.hpp"
+#include "tests/support/random_prompts.hpp"
 #include "actors/shard/cpu/cpu_backend.hpp"
 
 #include <caf/actor_system.hpp>
@@ -43,16 +44,6 @@ config::Config base_config(const std::string& model, config::CacheDtype kv = con
   c.scheduler.max_num_seqs = 32;
   c.scheduler.max_num_batched_tokens = 512;
   return c;
-}
-
-std::vector<std::vector<TokenId>> prompts(std::size_t n, std::uint32_t vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<TokenId>> out(n);
-  for (auto& p : out) {
-    p.resize(3 + rng() % 20);
-    for (auto& t : p) t = static_cast<TokenId>(rng() % vocab);
-  }
-  return out;
 }
 
 struct RunOptions {
@@ -99,7 +90,7 @@ std::vector<std::vector<std::vector<TokenId>>> generate(const config::Config& cf
 
 BOOST_DATA_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone, boost::unit_test::data::make(kv_dtypes), kv) {
   const auto cfg = base_config("llama.gguf", kv);
-  const auto ps = prompts(12, 256, 1);
+  const auto ps = testing::random_prompts(12, 256, 1);
   const auto alone = generate(cfg, ps, 12, {.concurrent = false});
   const auto batched = generate(cfg, ps, 12);
   for (std::size_t i = 0; i < ps.size(); ++i) {
@@ -110,7 +101,7 @@ BOOST_DATA_TEST_CASE(batched_greedy_outputs_equal_each_request_run_alone, boost:
 
 BOOST_DATA_TEST_CASE(chunked_prefill_through_the_engine_keeps_the_outputs, boost::unit_test::data::make(kv_dtypes), kv) {
   auto cfg = base_config("falcon-40b-style.gguf", kv);
-  const auto ps = prompts(8, 256, 2);
+  const auto ps = testing::random_prompts(8, 256, 2);
   const auto alone = generate(cfg, ps, 8, {.concurrent = false});
   cfg.scheduler.chunked_prefill = true;
   cfg.scheduler.max_num_batched_tokens = 8;
@@ -124,7 +115,7 @@ BOOST_DATA_TEST_CASE(preempted_requests_resume_with_the_same_tokens,
                          boost::unit_test::data::make(kv_dtypes),
                      mode, kv) {
   auto cfg = base_config("llama.gguf", kv);
-  const auto ps = prompts(10, 256, 3);
+  const auto ps = testing::random_prompts(10, 256, 3);
   const auto alone = generate(cfg, ps, 24, {.concurrent = false});
   cfg.cache.num_gpu_blocks_override = 24;  // 96 token slots for 10 requests of up to 46 tokens
   cfg.model.max_model_len = 64;
@@ -144,7 +135,7 @@ BOOST_DATA_TEST_CASE(tensor_parallel_two_equals_one,
                          boost::unit_test::data::make(kv_dtypes),
                      model, kv) {
   auto cfg = base_config(model, kv);
-  const auto ps = prompts(6, 256, 4);
+  const auto ps = testing::random_prompts(6, 256, 4);
   const auto one = generate(cfg, ps, 10);
   cfg.engine.tensor_parallel_degree = 2;
   const auto two = generate(cfg, ps, 10);
@@ -157,7 +148,7 @@ BOOST_DATA_TEST_CASE(a_layer_split_over_two_stages_gives_exactly_the_tokens_of_o
                          boost::unit_test::data::make(kv_dtypes),
                      model, kv) {
   auto cfg = base_config(model, kv);
-  const auto ps = prompts(6, 256, 5);
+  const auto ps = testing::random_prompts(6, 256, 5);
   const RunOptions seeded{.temperature = 0.9f, .seed = 11};
   const auto greedy_one = generate(cfg, ps, 10);
   const auto seeded_one = generate(cfg, ps, 10, seeded);
@@ -189,7 +180,7 @@ BOOST_DATA_TEST_CASE(two_stages_of_tensor_parallel_two_give_the_tokens_of_tensor
   // are those of tensor parallel 2 in one stage, so the tokens are exactly its.
   auto cfg = base_config(model);
   cfg.engine.tensor_parallel_degree = 2;
-  const auto ps = prompts(6, 256, 6);
+  const auto ps = testing::random_prompts(6, 256, 6);
   const RunOptions seeded{.temperature = 0.9f, .seed = 3};
   const auto greedy_tp = generate(cfg, ps, 10), seeded_tp = generate(cfg, ps, 10, seeded);
   cfg.engine.pipeline_parallel_degree = 2;

@@ -14,6 +14,7 @@
 #include "actors/engine/completions.hpp"
 #include "actors/serving/backend.hpp"
 #include "actors/serving/served_model.hpp"
+#include "tests/support/random_prompts.hpp"
 #include "tests/support/gpu_test_main.hpp"
 
 #include <caf/actor_system.hpp>
@@ -46,16 +47,6 @@ config::Config base_config(config::Backend backend) {
   c.scheduler.max_num_seqs = 32;
   c.scheduler.max_num_batched_tokens = 512;
   return c;
-}
-
-std::vector<std::vector<TokenId>> prompts(std::size_t n, std::uint32_t vocab, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::vector<TokenId>> out(n);
-  for (auto& p : out) {
-    p.resize(3 + rng() % 20);
-    for (auto& t : p) t = static_cast<TokenId>(rng() % vocab);
-  }
-  return out;
 }
 
 // Every prompt's greedy tokens, submitted at once; the engine's stats beside.
@@ -112,7 +103,7 @@ boost::test_tools::assertion_result model_present(boost::unit_test::test_unit_id
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_cuda_engine_gives_the_cpu_engines_greedy_tokens, *boost::unit_test::precondition(model_present)) {
-  const auto ps = prompts(8, vocab, 1);
+  const auto ps = testing::random_prompts(8, vocab, 1);
   const auto want = generate(base_config(config::Backend::cpu), ps, 10);
   // No block-count override: the KV cache is what the memory plan leaves of the device.
   std::uint32_t blocks = 0;
@@ -124,7 +115,7 @@ BOOST_AUTO_TEST_CASE(the_cuda_engine_gives_the_cpu_engines_greedy_tokens, *boost
 
 BOOST_AUTO_TEST_CASE(chunked_prefill_and_swapping_to_host_blocks_keep_the_tokens,
                      *boost::unit_test::precondition(model_present)) {
-  const auto ps = prompts(10, vocab, 3);
+  const auto ps = testing::random_prompts(10, vocab, 3);
   auto cfg = base_config(config::Backend::cuda);
   cfg.cache.num_gpu_blocks_override = 256;
   const auto want = generate(cfg, ps, 24);
@@ -148,7 +139,7 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_three_over_nccl_gives_the_tokens_of_one,
                      *boost::unit_test::precondition(model_present) * boost::unit_test::precondition(three_devices)) {
   auto cfg = base_config(config::Backend::cuda);
   cfg.cache.num_gpu_blocks_override = 256;
-  const auto ps = prompts(6, vocab, 4);
+  const auto ps = testing::random_prompts(6, vocab, 4);
   const auto one = generate(cfg, ps, 10);
   cfg.engine.tensor_parallel_degree = 3;
   expect_same(generate(cfg, ps, 10), one, 10);
