@@ -6,11 +6,15 @@
 Two constructs of CUDA C++ are not C++, and they are all it rewrites:
   kernel<<<grid, block[, smem[, stream]]>>>(args);
       -> ::cuda_emu::launch("kernel", kernel, ::cuda_emu::LaunchArgs(grid, block, ...), args);
-  __shared__ T name[N]...;        -> auto& name = ::cuda_emu::shared_static<T[N]...>(KEY);
+  __shared__ T name[N]...;        -> auto& name = ::cuda_emu::shared_static<T[N]...>(__PRETTY_FUNCTION__, KEY);
   extern __shared__ T name[];     -> T* name = ::cuda_emu::shared_dynamic<T>();
-KEY is the declaration's line, so every thread of a block finds the same memory. The
-device qualifiers (__global__, __device__ ...) stay: the CUDA headers make them attributes that
-the host compiler ignores. Anything else left over fails to compile, which is the point.
+The function's name (each template instantiation its own) and KEY (the declaration's line and
+column) name the memory, so every thread of a block finds the same. The device qualifiers
+(__global__, __device__ ...) stay: the CUDA headers make them attributes that the host compiler
+ignores. A __shared__ it does not rewrite (several declarators, an initialiser, alignas, one in
+a header) fails to compile (device.hpp defines __shared__ as an undeclared name), and a static
+one is refused here: neither becomes a per-thread variable silently. A kernel named with a
+template argument list ending in >>> before <<<, or a launch in a comment, is not handled.
 """
 import re
 import sys
@@ -20,13 +24,18 @@ STATIC = re.compile(r"__shared__\s+([\w:<>, ]+?)\s+(\w+)\s*((?:\[[^\]]+\])*)\s*;
 
 
 def rewrite_shared(text):
+    static = re.search(r"\bstatic\s+__shared__\b", text)
+    if static:
+        line = text.count("\n", 0, static.start()) + 1
+        raise SystemExit(f"cu_to_cpp: a static __shared__ at line {line} is not emulated")
     text = DYNAMIC.sub(lambda m: f"{m[1]}* {m[2]} = ::cuda_emu::shared_dynamic<{m[1]}>();", text)
 
-    def static(m):
+    def declaration(m):
         line = text.count("\n", 0, m.start()) + 1
-        return f"auto& {m[2]} = ::cuda_emu::shared_static<{m[1]}{m[3]}>({line});"
+        column = m.start() - (text.rfind("\n", 0, m.start()) + 1)
+        return f"auto& {m[2]} = ::cuda_emu::shared_static<{m[1]}{m[3]}>(__PRETTY_FUNCTION__, {line * 1000 + column});"
 
-    return STATIC.sub(static, text)
+    return STATIC.sub(declaration, text)
 
 
 def kernel_start(text, end):

@@ -24,6 +24,10 @@
 #include <type_traits>
 #include <utility>
 
+// A __shared__ that cu_to_cpp.py did not rewrite must not compile as a per-thread variable
+// (the CUDA headers define it away for host compilers).
+#undef __shared__
+#define __shared__ cuda_emu_untranslated_shared_declaration
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
@@ -61,8 +65,8 @@ void launch(const char* name, void (*kernel)(P...), const LaunchArgs& a, A&&... 
 }
 
 template <class T>
-T& shared_static(int key) {
-  return *static_cast<T*>(shared_static(key, sizeof(T), alignof(T)));
+T& shared_static(const char* function, int key) {
+  return *static_cast<T*>(shared_static(function, key, sizeof(T), alignof(T)));
 }
 template <class T>
 T* shared_dynamic() {
@@ -78,7 +82,8 @@ T shuffle_from(unsigned mask, const T& v, int src_of_this_lane) {
   };
   static_assert(sizeof(Deposit) <= 16, "cuda_emu: a shuffled value of more than 12 bytes");
   const Deposit mine{v, src_of_this_lane};
-  const WarpDeposits d = warp_gather(mask, &mine, sizeof mine);
+  const WarpDeposits d = warp_gather(mask, &mine, sizeof mine, Collective::shuffle);
+  if ((d.present >> (src_of_this_lane & 31) & 1u) == 0) shuffle_from_missing_lane(src_of_this_lane & 31);
   Deposit from;
   std::memcpy(&from, d.slots + 16 * (src_of_this_lane & 31), sizeof from);
   return from.value;
@@ -93,21 +98,23 @@ T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
   const int l = ::cuda_emu::lane_id();
   return ::cuda_emu::shuffle_from(mask, v, (l & ~(width - 1)) + (src & (width - 1)));
 }
+// CUDA: a lane may read from its own group of `width` lanes or an earlier one; from a later
+// group it gets its own value.
 template <class T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
   const int l = ::cuda_emu::lane_id();
-  const int src = l ^ lane_mask;
-  return ::cuda_emu::shuffle_from(mask, v, (src & ~(width - 1)) == (l & ~(width - 1)) ? src : l);
+  const int src = (l ^ lane_mask) & 31;
+  return ::cuda_emu::shuffle_from(mask, v, src < (l & ~(width - 1)) + width ? src : l);
 }
 template <class T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   const int l = ::cuda_emu::lane_id();
-  const int src = l + int(delta);
-  return ::cuda_emu::shuffle_from(mask, v, (src & ~(width - 1)) == (l & ~(width - 1)) ? src : l);
+  const int src = l + int(delta & 31);
+  return ::cuda_emu::shuffle_from(mask, v, src < (l & ~(width - 1)) + width ? src : l);
 }
 inline unsigned __ballot_sync(unsigned mask, int predicate) {
   const unsigned char p = predicate != 0;
-  const ::cuda_emu::WarpDeposits d = ::cuda_emu::warp_gather(mask, &p, 1);
+  const ::cuda_emu::WarpDeposits d = ::cuda_emu::warp_gather(mask, &p, 1, ::cuda_emu::Collective::ballot);
   unsigned out = 0;
   for (int l = 0; l < 32; ++l)
     if ((d.present >> l & 1u) && d.slots[16 * l] != 0) out |= 1u << l;

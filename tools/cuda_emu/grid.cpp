@@ -4,6 +4,9 @@
 
 #include <boost/context/fiber.hpp>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -25,7 +28,8 @@ constexpr std::size_t stack_bytes = 256 * 1024;
 constexpr std::size_t static_shared_limit = 48 * 1024;   // a kernel's __shared__ declarations
 constexpr std::size_t block_shared_limit = 227 * 1024;   // static + dynamic (sm_90's opt-in maximum)
 
-// Fiber stacks, reused from block to block (a block of 1,024 threads takes 1,024 of them).
+// Fiber stacks, reused from block to block (a block of 1,024 threads takes 1,024 of them), each
+// with an inaccessible page below it: a kernel that overruns its stack faults at once.
 class StackPool {
  public:
   ctx::stack_context allocate() {
@@ -34,8 +38,13 @@ class StackPool {
       std::lock_guard lock(mu_);
       if (!free_.empty()) base = free_.back(), free_.pop_back();
     }
-    if (base == nullptr) base = std::aligned_alloc(64, stack_bytes);
-    if (base == nullptr) throw std::bad_alloc();
+    if (base == nullptr) {
+      const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+      void* p = mmap(nullptr, stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      mprotect(p, page, PROT_NONE);
+      base = static_cast<char*>(p) + page;
+    }
     ctx::stack_context sc;
     sc.size = stack_bytes;
     sc.sp = static_cast<char*>(base) + stack_bytes;
@@ -74,19 +83,21 @@ struct Thread {
 
 struct Warp {
   int live = 0, arrived = 0;
+  Collective kind = Collective::shuffle;  // of the collective the arrived lanes wait in
   unsigned present = 0, exited = 0, generation = 0;
   alignas(16) unsigned char slots[2][32 * 16] = {};
 };
 
 struct Block {
   Index3 index;
-  std::vector<Thread> threads;
   std::vector<Warp> warps;
   int live = 0, at_barrier = 0;
-  std::map<int, std::pair<std::unique_ptr<unsigned char[]>, std::size_t>> statics;
+  std::map<std::pair<const char*, int>, std::pair<std::unique_ptr<unsigned char[]>, std::size_t>> statics;
   std::size_t static_bytes = 0;
   std::unique_ptr<unsigned char[]> dynamic;
   unsigned char* dynamic_aligned = nullptr;
+  // Last: destroyed first, so a suspended thread unwinds while its shared memory still exists.
+  std::vector<Thread> threads;
 };
 
 struct Running {
@@ -282,7 +293,7 @@ void sync_threads() {
   yield();
 }
 
-WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes) {
+WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes, Collective kind) {
   Block& b = *here().block;
   Thread& t = *running.thread;
   Warp& w = b.warps[t.warp];
@@ -291,6 +302,9 @@ WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes) {
     throw std::runtime_error("cuda_emu: a warp collective with a partial mask (not emulated)");
   if (w.exited != 0)
     throw std::runtime_error("a full-mask warp collective in warp " + std::to_string(t.warp) + " after some of its lanes exited");
+  if (w.arrived == 0) w.kind = kind;
+  else if (w.kind != kind)
+    throw std::runtime_error("lanes of warp " + std::to_string(t.warp) + " at different collectives at once (a shuffle and a ballot)");
   unsigned char* slots = w.slots[w.generation & 1];
   std::memcpy(slots + 16 * t.lane, mine, bytes);
   if (++w.arrived == w.live) {
@@ -307,8 +321,13 @@ WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes) {
   return {slots, w.present};
 }
 
-void* shared_static(int key, std::size_t bytes, std::size_t align) {
+void shuffle_from_missing_lane(int lane) {
+  throw std::runtime_error("a shuffle read lane " + std::to_string(lane) + ", which its warp does not have (a block size not a multiple of 32)");
+}
+
+void* shared_static(const char* function, int line_key, std::size_t bytes, std::size_t align) {
   Block& b = *here().block;
+  const auto key = std::make_pair(function, line_key);
   auto it = b.statics.find(key);
   if (it != b.statics.end()) {
     if (it->second.second != bytes) throw std::logic_error("cuda_emu: one __shared__ declaration of two sizes");

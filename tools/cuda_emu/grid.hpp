@@ -7,9 +7,10 @@
 // thread wrote without a barrier between them gets a wrong answer here as it may on a GPU.
 //
 // What it catches: divergent barriers (some threads at __syncthreads, the others at a warp
-// collective or gone: a deadlock, reported with each thread's place), a full-mask collective in a
-// warp whose lanes have partly exited, shared memory over the device's limits, launch shapes a
-// GPU refuses. What it cannot show: timing, memory-model races between blocks, the device's
+// collective: a deadlock, reported with how many threads wait where), lanes of a warp at
+// collectives of different kinds, a full-mask collective in a warp whose lanes have partly
+// exited, a shuffle from a lane the warp lacks, shared memory over the device's limits, launch
+// shapes a GPU refuses. What it cannot show: timing, memory-model races between blocks, the device's
 // rounding of fast-math intrinsics.
 //
 // No CUDA header here: tools/cuda_emu/device.hpp adds the CUDA names over it.
@@ -63,17 +64,21 @@ void sync_threads();
 
 // One warp collective: each lane of the calling thread's warp puts `bytes` (≤ 16) of its own;
 // once all have, each gets the warp's deposits (slot l: lane l's, 16 bytes apart) and the mask
-// of lanes that exist. `mask` must name every lane of the warp (partial masks are not emulated).
+// of lanes that exist. `mask` must name every lane of the warp (partial masks are not emulated);
+// lanes at collectives of different kinds at once are an error (a shuffle against a ballot).
+enum class Collective { shuffle, ballot };
 struct WarpDeposits {
   const unsigned char* slots;
   unsigned present;
 };
-WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes);
+WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes, Collective kind);
+// Throws: a shuffle read a lane its warp does not have (a block size not a multiple of 32).
+[[noreturn]] void shuffle_from_missing_lane(int lane);
 
-// The block's shared memory: `key` names a __shared__ declaration (the same key, the same
-// memory for every thread of the block); filled with 0xff bytes (a NaN for floats) when the
-// block starts, as a GPU's shared memory holds whatever was there.
-void* shared_static(int key, std::size_t bytes, std::size_t align);
+// The block's shared memory: `function` (its __PRETTY_FUNCTION__) and `key` name a __shared__
+// declaration (the same names, the same memory for every thread of the block); filled with 0xff
+// bytes (a NaN for floats) when the block starts, as a GPU's shared memory holds whatever was there.
+void* shared_static(const char* function, int key, std::size_t bytes, std::size_t align);
 void* shared_dynamic();
 
 }  // namespace cuda_emu

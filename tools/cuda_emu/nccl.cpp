@@ -1,7 +1,8 @@
 // The NCCL calls actorlm makes (kernels/cuda/nccl_group.cpp), for tools/cuda_emu, with the
 // declarations of the toolkit's nccl.h: the ranks of a communicator are threads of this process
 // (the emulated devices of CUDA_EMU_DEVICES), joined by their unique id; ncclAllReduce (sum, f32,
-// f16, bf16) waits for every rank, sums in f32 in rank order and rounds once. A rank that never
+// f16, bf16) waits for every rank, sums in f32 in rank order and rounds once (NCCL's ring rounds
+// at every hop in f16 and bf16: a little less exact than here). A rank that never
 // comes makes the others fail after CUDA_EMU_NCCL_TIMEOUT_S (default 120) seconds instead of
 // hanging as NCCL would.
 #include "tools/cuda_emu/host.hpp"
@@ -136,8 +137,14 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   Clique& c = *comm->clique;
   std::unique_lock lock(c.mu);
   const auto deadline = std::chrono::steady_clock::now() + timeout();
+  // A rank that gives up leaves the others a communicator they cannot finish on: aborted.
+  const auto give_up = [&] {
+    c.aborted = true;
+    c.cv.notify_all();
+    return ncclSystemError;
+  };
   // The previous all-reduce's ranks have all taken their result.
-  if (!c.cv.wait_until(lock, deadline, [&] { return !c.scattering || c.aborted; }) || c.aborted) return ncclSystemError;
+  if (!c.cv.wait_until(lock, deadline, [&] { return !c.scattering || c.aborted; }) || c.aborted) return give_up();
   if (c.arrived == 0) c.count = count, c.type = type;
   if (c.count != count || c.type != type) return ncclInvalidUsage;
   c.sends[comm->rank] = send;
@@ -148,7 +155,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     c.scattering = true;
     c.cv.notify_all();
   } else if (!c.cv.wait_until(lock, deadline, [&] { return c.scattering || c.aborted; }) || c.aborted) {
-    return ncclSystemError;
+    return give_up();
   }
   for (std::size_t i = 0; i < count; ++i) store(recv, type, i, c.sum[i]);
   if (++c.departed == c.nranks) {

@@ -3,9 +3,8 @@
 // memory that the emulator tracks, so a copy or memset that runs past a device allocation is an
 // error here (cudaErrorInvalidValue), as the driver's checks and compute-sanitizer would make it.
 // Work is synchronous: a stream or event has nothing left to wait for. CUDA_EMU_DEVICES devices
-// (default 1) share one pool of memory. The device's memory is
-// CUDA_EMU_MEMORY_MIB (default 2,048) MiB, so that a memory plan sized from cudaMemGetInfo stays
-// small.
+// (default 1) of CUDA_EMU_MEMORY_MIB (default 2,048) MiB each, so that a memory plan sized from
+// cudaMemGetInfo stays small; an allocation counts against the device current when it was made.
 #include "tools/cuda_emu/device.hpp"
 
 #include <cstdlib>
@@ -28,16 +27,24 @@ namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
 
+thread_local int device_of_thread = 0;
+
+struct Allocation {
+  std::size_t bytes = 0;
+  int device = -1;  // -1: pinned host memory
+};
+
 class Allocations {
  public:
   cudaError_t allocate(void** out, std::size_t bytes, bool device) {
     if (out == nullptr) return cudaErrorInvalidValue;
     std::lock_guard lock(mu_);
-    if (device && device_bytes_ + bytes > total()) return cudaErrorMemoryAllocation;
+    const int d = device ? device_of_thread : -1;
+    if (device && device_bytes_[d] + bytes > total()) return cudaErrorMemoryAllocation;
     void* p = std::aligned_alloc(256, std::max<std::size_t>(256, (bytes + 255) / 256 * 256));
     if (p == nullptr) return cudaErrorMemoryAllocation;
-    (device ? device_ : host_)[reinterpret_cast<std::uintptr_t>(p)] = bytes;
-    if (device) device_bytes_ += bytes;
+    (device ? device_ : host_)[reinterpret_cast<std::uintptr_t>(p)] = {bytes, d};
+    if (device) device_bytes_[d] += bytes;
     *out = p;
     return cudaSuccess;
   }
@@ -47,7 +54,7 @@ class Allocations {
     auto& m = device ? device_ : host_;
     auto it = m.find(reinterpret_cast<std::uintptr_t>(p));
     if (it == m.end()) return cudaErrorInvalidValue;
-    if (device) device_bytes_ -= it->second;
+    if (device) device_bytes_[it->second.device] -= it->second.bytes;
     m.erase(it);
     std::free(p);
     return cudaSuccess;
@@ -59,7 +66,7 @@ class Allocations {
     auto it = device_.upper_bound(a);
     if (it == device_.begin()) return false;
     --it;
-    return a + n <= it->first + it->second;
+    return a + n <= it->first + it->second.bytes;
   }
   std::size_t total() const {
     static const std::size_t mib = [] {
@@ -68,15 +75,16 @@ class Allocations {
     }();
     return mib << 20;
   }
+  // What the calling thread's current device holds.
   std::size_t device_bytes() {
     std::lock_guard lock(mu_);
-    return device_bytes_;
+    return device_bytes_[device_of_thread];
   }
 
  private:
   std::mutex mu_;
-  std::map<std::uintptr_t, std::size_t> device_, host_;
-  std::size_t device_bytes_ = 0;
+  std::map<std::uintptr_t, Allocation> device_, host_;
+  std::map<int, std::size_t> device_bytes_;
 };
 
 Allocations& allocations() {
@@ -109,10 +117,6 @@ constexpr int shared_per_sm = 228 * 1024;
 void set_last_error(cudaError_t e) { last_error = e; }
 
 bool device_range(const void* p, std::size_t bytes) { return allocations().on_device(p, bytes); }
-
-namespace {
-thread_local int device_of_thread = 0;
-}
 
 int current_device() { return device_of_thread; }
 int device_count() {

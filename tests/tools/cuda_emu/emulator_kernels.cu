@@ -16,12 +16,29 @@ __global__ void block_sum_kernel(const float* in, float* out) {
   if (threadIdx.x == 0) out[blockIdx.x] = v;
 }
 
-// Thread i writes its slot and reads its neighbour's, with or without a barrier between.
+// Thread i writes its slot and reads thread i - 1's (thread 0 its own), with or without a
+// barrier between: threads run in ascending order would never read an unwritten slot.
 __global__ void neighbour_kernel(float* out, bool barrier) {
   extern __shared__ float slots[];
   slots[threadIdx.x] = float(threadIdx.x);
   if (barrier) __syncthreads();
-  out[threadIdx.x] = slots[(threadIdx.x + 1) % blockDim.x];
+  out[threadIdx.x] = slots[threadIdx.x == 0 ? 0 : threadIdx.x - 1];
+}
+
+// A block of 48 threads: its second warp has 16 lanes, and lane 0 of it reads lane 20.
+__global__ void missing_lane_kernel(int* out) { out[threadIdx.x] = __shfl_sync(0xffffffffu, int(threadIdx.x), 20); }
+
+// Half of each warp at a shuffle, the other half at a ballot.
+__global__ void mixed_collectives_kernel(int* out) {
+  if (threadIdx.x % 32 < 16) out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, int(threadIdx.x), 1);
+  else out[threadIdx.x] = int(__ballot_sync(0xffffffffu, 1));
+}
+
+// Shuffles within groups of 8 lanes: xor 12 reaches a later group for lanes 0-3 of a group.
+__global__ void narrow_shuffles_kernel(int* out) {
+  const int lane = threadIdx.x % 32;
+  out[2 * threadIdx.x] = __shfl_xor_sync(0xffffffffu, lane, 12, 8);
+  out[2 * threadIdx.x + 1] = __shfl_down_sync(0xffffffffu, lane, 3, 8);
 }
 
 __global__ void warp_ops_kernel(int* out) {
@@ -72,6 +89,12 @@ void warp_ops(int* out, int threads) {
 }
 
 void divergent(int* out) { divergent_kernel<<<1, 64>>>(out); }
+void missing_lane(int* out) { missing_lane_kernel<<<1, 48>>>(out); }
+void mixed_collectives(int* out) { mixed_collectives_kernel<<<1, 32>>>(out); }
+void narrow_shuffles(int* out) {
+  narrow_shuffles_kernel<<<1, 32>>>(out);
+  cudaDeviceSynchronize();
+}
 void exited_lanes(int* out) { exited_lanes_kernel<<<1, 32>>>(out); }
 void big_static_shared(float* out) { big_static_shared_kernel<<<1, 32>>>(out); }
 

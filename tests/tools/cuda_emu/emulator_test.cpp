@@ -1,7 +1,8 @@
 // tools/cuda_emu, the host emulation the cuda kernels' tests run on in CI: that it runs CUDA's
 // semantics (barriers, shuffles, ballots, launch limits, cuBLAS's column-major GEMM, NCCL's
 // all-reduce), and that it catches what a GPU would punish: a missing barrier, divergent
-// barriers, a shuffle after lanes exited, shared memory over the limit, a copy past an allocation.
+// barriers, a shuffle after lanes exited or from a lane the warp lacks, a shuffle beside a
+// ballot, shared memory over the limit, a copy past an allocation.
 #define BOOST_TEST_MODULE cuda_emu
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -71,15 +73,16 @@ BOOST_AUTO_TEST_CASE(a_kernel_missing_a_barrier_reads_what_its_neighbour_had_not
   const int threads = 64;
   Device<float> out(threads);
   std::vector<float> want(threads);
-  for (int i = 0; i < threads; ++i) want[i] = float((i + 1) % threads);
+  for (int i = 0; i < threads; ++i) want[i] = float(i == 0 ? 0 : i - 1);
   cuda_emu_test::neighbours(out.ptr, threads, true);
   BOOST_TEST(out.host() == want, boost::test_tools::per_element());
-  // Without the barrier, the threads that run before their neighbour read the unwritten slot
-  // (0xff bytes: a NaN): the emulator's random order shows the race in every launch but the
-  // one in 2^63 where each thread runs after its neighbour.
+  // Without the barrier, a thread that runs before the one below it reads the unwritten slot
+  // (0xff bytes: a NaN). Threads run in ascending order would all read written slots; in the
+  // emulator's random order some thread runs first with probability 1 - 1/64!.
   cuda_emu_test::neighbours(out.ptr, threads, false);
   const auto got = out.host();
   const auto nan = std::count_if(got.begin(), got.end(), [](float x) { return std::isnan(x); });
+  BOOST_TEST_MESSAGE(nan << " of " << threads << " threads read an unwritten slot");
   BOOST_TEST(nan > 0);
 }
 
@@ -97,6 +100,26 @@ BOOST_AUTO_TEST_CASE(shuffles_and_ballots_follow_cuda_semantics) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(narrow_shuffles_read_their_own_group_or_keep_their_value) {
+  Device<int> out(64);
+  cuda_emu_test::narrow_shuffles(out.ptr);
+  const auto got = out.host();
+  for (int lane = 0; lane < 32; ++lane) {
+    const int end = (lane & ~7) + 8;  // past the lane's group of 8
+    const int x = lane ^ 12, d = lane + 3;
+    BOOST_TEST(got[2 * lane] == (x < end ? x : lane), "lane " << lane);
+    BOOST_TEST(got[2 * lane + 1] == (d < end ? d : lane), "lane " << lane);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_shuffle_from_a_lane_the_warp_lacks_is_refused) {
+  expect_error(cuda_emu_test::missing_lane, "does not have");
+}
+
+BOOST_AUTO_TEST_CASE(lanes_at_a_shuffle_and_a_ballot_at_once_are_refused) {
+  expect_error(cuda_emu_test::mixed_collectives, "different collectives");
+}
+
 BOOST_AUTO_TEST_CASE(divergent_barriers_are_reported_as_a_deadlock) {
   expect_error(cuda_emu_test::divergent, "deadlock");
 }
@@ -107,7 +130,9 @@ BOOST_AUTO_TEST_CASE(a_full_mask_shuffle_after_some_lanes_exited_is_refused) {
 
 BOOST_AUTO_TEST_CASE(static_shared_memory_over_48_kib_is_refused) {
   Device<float> out(32);
-  BOOST_CHECK_THROW(cuda_emu_test::big_static_shared(out.ptr), std::runtime_error);
+  BOOST_CHECK_EXCEPTION(cuda_emu_test::big_static_shared(out.ptr), std::runtime_error, [](const std::runtime_error& e) {
+    return std::string(e.what()).find("48 KiB of static shared memory") != std::string::npos;
+  });
 }
 
 BOOST_AUTO_TEST_CASE(launch_shapes_a_gpu_refuses_set_the_launch_error_and_run_nothing) {
@@ -169,6 +194,26 @@ BOOST_AUTO_TEST_CASE(gemm_ex_computes_the_column_major_product_for_every_transpo
                               CUDA_R_32F, ldb, &beta, dc.ptr, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_INVALID_VALUE);
     }
+  // beta = 0: C is not read (NaN there stays out of the result); bf16 inputs, f32 output.
+  {
+    const int mm = 3, nn = 2, kk = 4;
+    std::vector<__nv_bfloat16> a(mm * kk), b(kk * nn);
+    for (int i = 0; i < mm * kk; ++i) a[i] = __float2bfloat16_rn(float(i % 5) - 2);
+    for (int i = 0; i < kk * nn; ++i) b[i] = __float2bfloat16_rn(float(i % 3) + 0.5f);
+    Device<__nv_bfloat16> da(a), db(b);
+    Device<float> dc(std::vector<float>(mm * nn, std::nanf("")));
+    const float alpha = 1.0f, beta = 0.0f;
+    BOOST_REQUIRE(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, mm, nn, kk, &alpha, da.ptr, CUDA_R_16BF, mm, db.ptr,
+                               CUDA_R_16BF, kk, &beta, dc.ptr, CUDA_R_32F, mm, CUBLAS_COMPUTE_32F,
+                               CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+    const auto got = dc.host();
+    for (int i = 0; i < mm; ++i)
+      for (int j = 0; j < nn; ++j) {
+        float want = 0;
+        for (int l = 0; l < kk; ++l) want += __bfloat162float(a[i + l * mm]) * __bfloat162float(b[l + j * kk]);
+        BOOST_TEST(got[i + j * mm] == want);  // small integers and halves: exact
+      }
+  }
   cublasDestroy(h);
 }
 
@@ -182,20 +227,24 @@ BOOST_AUTO_TEST_CASE(all_reduce_sums_over_ranks_on_their_own_threads) {
   for (int r = 0; r < world; ++r) BOOST_REQUIRE(ncclCommInitRank(&comms[r], world, id, r) == ncclSuccess);
   BOOST_REQUIRE(ncclGroupEnd() == ncclSuccess);
   std::vector<std::vector<float>> got(world);
-  std::vector<ncclResult_t> results(world);
+  std::vector<std::vector<int>> results(world);  // every call's ncclResult_t (and cuda errors)
   std::vector<std::thread> ranks;
   for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] {
+    ranks.emplace_back([&, r] {  // no Boost.Test assertions here: checked after the join
       std::vector<__nv_bfloat16> v(n);
       for (std::size_t i = 0; i < n; ++i) v[i] = __float2bfloat16_rn(float(i % 4) * (r + 1));
-      Device<__nv_bfloat16> d(v);
+      __nv_bfloat16* d = nullptr;
+      results[r].push_back(cudaMalloc(reinterpret_cast<void**>(&d), n * sizeof v[0]));
+      results[r].push_back(cudaMemcpy(d, v.data(), n * sizeof v[0], cudaMemcpyHostToDevice));
       for (int round = 0; round < 4; ++round)  // in place, rounds back to back
-        results[r] = ncclAllReduce(d.ptr, d.ptr, n, ncclBfloat16, ncclSum, comms[r], nullptr);
-      for (const auto x : d.host()) got[r].push_back(__bfloat162float(x));
+        results[r].push_back(ncclAllReduce(d, d, n, ncclBfloat16, ncclSum, comms[r], nullptr));
+      results[r].push_back(cudaMemcpy(v.data(), d, n * sizeof v[0], cudaMemcpyDeviceToHost));
+      results[r].push_back(cudaFree(d));
+      for (const auto x : v) got[r].push_back(__bfloat162float(x));
     });
   for (auto& t : ranks) t.join();
   for (int r = 0; r < world; ++r) {
-    BOOST_TEST(results[r] == ncclSuccess);
+    BOOST_TEST(results[r] == std::vector<int>(8, 0), boost::test_tools::per_element());  // cudaSuccess, ncclSuccess
     for (std::size_t i = 0; i < n; ++i) {
       // (1 + 2 + 3) (i % 4) after one round, times 3 each round after: exact in bf16.
       BOOST_TEST(got[r][i] == float(i % 4) * 6 * 27, "rank " << r << " element " << i);

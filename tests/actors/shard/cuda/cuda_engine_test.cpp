@@ -2,9 +2,9 @@
 // the memory plan from the device's memory) against the cpu backend through the same engine, on
 // the default model (SmolLM2-135M-Instruct; the fixture models' head_dim 16 is not one the
 // attention kernels serve) with f32 weights and an f32 KV cache: the greedy tokens must be the
-// same, batched, with chunked prefill, under preemption by swapping to host blocks, and with
-// tensor parallelism 3 over NCCL (its 9 heads and 3 KV heads split 3 ways) when three devices are
-// visible. Built twice: on a GPU (label gpu; exits 77 without one) and on tools/cuda_emu (label
+// same, batched, with chunked prefill, and under preemption by swapping to host blocks; and
+// tensor parallelism 3 over NCCL (its 9 heads and 3 KV heads split 3 ways), when three devices
+// are visible, the same as one cuda rank. Built twice: on a GPU (label gpu; exits 77 without one) and on tools/cuda_emu (label
 // cuda_emu, three emulated devices).
 #define BOOST_TEST_MODULE cuda_engine
 #define BOOST_TEST_NO_MAIN
@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_and_swapping_to_host_blocks_keep_the_tokens
   const auto ps = testing::random_prompts(10, vocab, 3);
   auto cfg = base_config(config::Backend::cuda);
   cfg.cache.num_gpu_blocks_override = 256;
-  const auto want = generate(cfg, ps, 24);
+  const auto want = generate(base_config(config::Backend::cpu), ps, 24);
   auto chunked = cfg;
   chunked.scheduler.chunked_prefill = true;
   chunked.scheduler.max_num_batched_tokens = 8;
