@@ -1,9 +1,10 @@
 #pragma once
 // Prompt log-probabilities (SamplingParams::prompt_logprobs) from a forward's rows of logits, on
 // the host: the row at position p scores the prompt's token p + 1 (log-softmax of the unchanged
-// logits, with its top k, as kernels/cpu/sampling.hpp's score). Used by the cpu backend, whose
-// forward keeps every row of such a sequence's chunk (kernels::cpu::ForwardSeq::all_logits) and
-// projects them a slice at a time (Transformer::prompt_logits).
+// logits, with its top k, as kernels/cpu/sampling.hpp's score). Used by the cpu and cuda
+// backends, whose forwards keep every row of such a sequence's chunk
+// (kernels::cpu::ForwardSeq::all_logits) and project them a slice at a time (Transformer's and
+// CudaTransformer's prompt_logits; the cuda one on the GPU, the scores here on the host).
 // Plain C++, no CAF.
 
 #include "actors/shard/sequence_state.hpp"

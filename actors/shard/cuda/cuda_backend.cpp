@@ -117,7 +117,6 @@ namespace {
 serving::Backend serving_backend(const config::Config& cfg, const serving::RankHosting& hosting) {
   auto loaded = std::make_shared<CudaShards>(load_cuda_shards(cfg, hosting));
   serving::Backend b;
-  b.prompt_logprobs = false;  // cuda_shard.cpp: its sampler takes one row per sampling sequence
   set_text_side(b, *loaded->source, loaded->model_path, loaded->arch);
   b.capacity = loaded->capacity;
   b.identity = model_identity(loaded->model_path);

@@ -60,12 +60,6 @@ StepResult CudaShard::execute(const Step& step) {
     throw std::invalid_argument("cuda shard: step block size " + std::to_string(step.block_size) +
                                 " but the cache uses " + std::to_string(cache_->block_size()));
   const auto& work = seqs_.apply(step);  // throws std::invalid_argument for a bad delta
-  // The front ends refuse prompt log-probabilities on this backend (its sampler reads one row of
-  // logits per sampling sequence on the GPU); every rank refuses alike, before any collective.
-  for (std::size_t i = 0; i < step.seqs.size(); ++i)
-    if (!step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]))
-      throw std::invalid_argument("cuda shard: sequence " + std::to_string(step.seqs[i].seq) +
-                                  " asks for prompt log-probabilities, which the cuda backend does not compute");
   std::int64_t waited = -transformer_->waited_ns() - sampler_.waited_ns();
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
@@ -93,9 +87,19 @@ StepResult CudaShard::execute(const Step& step) {
 
   StepResult r;
   r.step_id = step.id;
-  if (weights_.samples())
+  if (weights_.samples()) {
+    // Prompt log-probabilities: the kept rows projected on the GPU a slice at a time, scored on
+    // the host as the cpu shard scores them.
+    const auto vocab = static_cast<std::size_t>(weights_.spec.vocab);
+    take_prompt_logprobs(
+        step, work, transformer_->prompt_rows(),
+        [this](std::int64_t first, std::int64_t count, std::vector<float>& out) {
+          transformer_->prompt_logits(first, count, out);
+        },
+        vocab, prompt_rows_per_slice(vocab), nullptr, r.prompt_logprobs);
     sampler_.sample(step, work, transformer_->device_logits(), static_cast<std::size_t>(transformer_->logit_rows()),
-                    static_cast<std::size_t>(weights_.spec.vocab), stream_, r.tokens);
+                    vocab, stream_, r.tokens);
+  }
   r.duration_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
   waited += transformer_->waited_ns() + sampler_.waited_ns();

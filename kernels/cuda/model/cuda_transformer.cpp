@@ -83,7 +83,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   // Counted apart and kept only once every sequence passed its checks: a step refused for its
   // ids or tables leaves the previous step's figures (logit_rows() among them) as they were.
   std::int64_t tokens = 0;
-  std::uint32_t max_blocks = 0, max_query = 0, logit_rows = 0, decode_max_context = 0;
+  std::uint32_t max_blocks = 0, max_query = 0, logit_rows = 0, kept_rows = 0, decode_max_context = 0;
   for (const auto& q : seqs) {
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     const std::uint32_t context = q.first_position + n;
@@ -103,7 +103,8 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
     max_blocks = std::max(max_blocks, needed);
     if (n == 1) decode_max_context = std::max(decode_max_context, context);
     else max_query = std::max(max_query, n);
-    logit_rows += q.all_logits ? n : (q.want_logits && n > 0 ? 1 : 0);
+    logit_rows += q.want_logits && n > 0 ? 1 : 0;
+    kept_rows += q.all_logits ? n : 0;
   }
   // Slots: the sequences with one new row first (decode attention serves them, split-K over
   // long contexts), then the others (prefill attention), each group in step order. Rows follow
@@ -119,6 +120,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   decode_max_context_ = decode_max_context;
   max_query_ = max_query;
   logit_rows_ = logit_rows;
+  kept_rows_ = kept_rows;
   seqs_ = static_cast<std::int32_t>(seqs.size());
   const auto T = static_cast<std::size_t>(tokens_);
   const auto S = static_cast<std::size_t>(seqs_);
@@ -137,6 +139,8 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   at += align16((S + 1) * 4);
   logit_rows_at_ = at;
   at += align16(std::size_t(logit_rows_) * 4);
+  kept_rows_at_ = at;
+  at += align16(std::size_t(kept_rows_) * 4);
   host_meta_.reserve(at, "the step's metadata");
   meta_.reserve(at, "the step's metadata");
   std::byte* h = host_meta_.as<std::byte>();
@@ -148,7 +152,8 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   auto* context = reinterpret_cast<std::uint32_t*>(h + context_at_);
   auto* starts = reinterpret_cast<std::uint32_t*>(h + starts_at_);
   auto* rows = reinterpret_cast<std::int32_t*>(h + logit_rows_at_);
-  std::size_t row = 0, logit = 0;
+  auto* kept = reinterpret_cast<std::int32_t*>(h + kept_rows_at_);
+  std::size_t row = 0, logit = 0, kept_row = 0;
   row_of_.assign(S, 0);
   for (std::size_t k = 0; k < S; ++k) {
     const std::size_t s = order_[k];
@@ -170,9 +175,8 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
     const auto& q = seqs[s];
     const auto n = static_cast<std::uint32_t>(q.tokens.size());
     if (q.all_logits)
-      for (std::uint32_t i = 0; i < n; ++i) rows[logit++] = static_cast<std::int32_t>(row_of_[s] + i);
-    else if (q.want_logits && n > 0)
-      rows[logit++] = static_cast<std::int32_t>(row_of_[s] + n - 1);
+      for (std::uint32_t i = 0; i < n; ++i) kept[kept_row++] = static_cast<std::int32_t>(row_of_[s] + i);
+    if (q.want_logits && n > 0) rows[logit++] = static_cast<std::int32_t>(row_of_[s] + n - 1);
   }
   starts[S] = static_cast<std::uint32_t>(row);
   meta_bytes_ = at;
@@ -297,6 +301,8 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   // all-reduce waits for this one could deadlock the group.
   reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
           cache.dtype());
+  if (!compute_logits) kept_rows_ = 0;
+  if (kept_rows_ > 0) kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 
   embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
@@ -326,7 +332,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
       add_in_place(x_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
     }
   }
-  if (!compute_logits || logit_rows_ == 0) {
+  if (!compute_logits || (logit_rows_ == 0 && kept_rows_ == 0)) {
     logit_rows_ = 0;
     timed_sync(stream_, waited_ns_);
     return;
@@ -335,6 +341,16 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   if (out.empty() || (w_.lm_head.empty() && !s.tied_embeddings))
     throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
                            ", which does not hold the output projection");
+  // A prompt's rows: final-normed now, projected a slice at a time by prompt_logits.
+  if (kept_rows_ > 0) {
+    embedding({x_.get(), meta<std::int32_t>(kept_rows_at_), kept_.get(), kept_rows_, tokens_, h, w_.dtype, w_.dtype},
+              stream_);
+    norm(w_.out_norm, w_.out_norm_bias, kept_.get(), kept_.get(), kept_rows_);
+  }
+  if (logit_rows_ == 0) {  // a chunk of a scored prompt that samples nothing
+    timed_sync(stream_, waited_ns_);
+    return;
+  }
   // Final norm and output projection only for the rows whose logits are wanted (gathered as an
   // embedding lookup whose table is the activations).
   const std::int64_t R = logit_rows_;
@@ -352,6 +368,26 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
   timed_sync(stream_, waited_ns_);
   logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
+}
+
+void CudaTransformer::prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out) {
+  if (first < 0 || count < 0 || first + count > std::int64_t(kept_rows_))
+    throw std::out_of_range("cuda transformer: prompt rows [" + std::to_string(first) + ", " +
+                            std::to_string(first + count) + ") asked, " + std::to_string(kept_rows_) + " kept");
+  const DeviceMatrix& m = w_.output_matrix();
+  const auto vocab = static_cast<std::size_t>(m.rows);
+  out.resize(static_cast<std::size_t>(count) * vocab);
+  if (count == 0) return;
+  const std::size_t bytes = static_cast<std::size_t>(count) * vocab * sizeof(float);
+  timed_sync(stream_, waited_ns_);  // the step's work done before a buffer may be reallocated
+  prompt_logits_dev_.reserve(bytes, "the prompt's logits");
+  if (bytes > logits_host_.bytes()) logits_host_.reserve(bytes, "the logits");
+  const std::size_t row_bytes = static_cast<std::size_t>(w_.spec.hidden) * act_bytes(w_.dtype);
+  gemm(kept_.as<std::byte>() + static_cast<std::size_t>(first) * row_bytes, m, prompt_logits_dev_.get(), count,
+       ActDtype::f32);
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), prompt_logits_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
+  timed_sync(stream_, waited_ns_);
+  std::memcpy(out.data(), logits_host_.get(), bytes);
 }
 
 }  // namespace actorlm::kernels::cuda

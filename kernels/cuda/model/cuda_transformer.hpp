@@ -34,9 +34,9 @@ class CudaTransformer {
 
   // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
   // the logits are [logit_rows(), vocab] f32, one row per sequence with want_logits (its last
-  // token), n rows for one with all_logits, in batch order: copied into `*logits` on the host
-  // (the stream synchronised), or, with `logits` null, left in device_logits() for work enqueued
-  // after them on the stream. Throws std::out_of_range for a token id outside the vocabulary or
+  // token), in batch order: copied into `*logits` on the host (the stream synchronised), or,
+  // with `logits` null, left in device_logits() for work enqueued after them on the stream.
+  // Every row of a sequence with all_logits is kept, final-normed, for prompt_logits. Throws std::out_of_range for a token id outside the vocabulary or
   // a block table that does not cover its positions or names a block outside the cache (checked
   // on the host before anything is enqueued).
   void forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
@@ -44,6 +44,11 @@ class CudaTransformer {
   const float* device_logits() const { return logits_dev_.as<float>(); }
   float* device_logits() { return logits_dev_.as<float>(); }  // a sampler may change them in place
   std::int64_t logit_rows() const { return logit_rows_; }
+  // The rows the last forward kept (its all_logits sequences', in batch order), and the logits
+  // of `count` of them from `first`: out becomes [count, vocab] f32 on the host (projected on
+  // the device, the stream synchronised). std::out_of_range past the kept rows.
+  std::int64_t prompt_rows() const { return kept_rows_; }
+  void prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out);
   // Nanoseconds spent waiting on the stream in forward() since construction.
   std::int64_t waited_ns() const { return waited_ns_; }
 
@@ -74,7 +79,7 @@ class CudaTransformer {
   // The batch's metadata, gathered on the host into one pinned buffer and copied in one go.
   std::int64_t tokens_ = 0;
   std::int32_t seqs_ = 0;
-  std::uint32_t max_blocks_ = 0, max_query_ = 0, logit_rows_ = 0;
+  std::uint32_t max_blocks_ = 0, max_query_ = 0, logit_rows_ = 0, kept_rows_ = 0;
   std::int32_t decode_seqs_ = 0;         // the first slots: one new row each (decode attention)
   std::uint32_t decode_max_context_ = 0; // their longest context; max_query_: the other slots' most rows
   std::vector<std::size_t> order_;       // slot -> index into the step's sequences
@@ -86,12 +91,14 @@ class CudaTransformer {
   DeviceBuffer meta_;
   // Offsets into meta_ (bytes).
   std::size_t ids_at_ = 0, positions_at_ = 0, slots_at_ = 0, tables_at_ = 0, context_at_ = 0, starts_at_ = 0,
-              logit_rows_at_ = 0;
+              logit_rows_at_ = 0, kept_rows_at_ = 0;
   template <class T> T* meta(std::size_t at) const { return reinterpret_cast<T*>(meta_.as<std::byte>() + at); }
 
   // Activations in the weights' dtype, [tokens_, ...].
   DeviceBuffer x_, normed_, normed2_, qkv_, q_, attn_, proj_, up_, act_, mlp_out_, last_, workspace_;
+  DeviceBuffer kept_;         // [kept rows, hidden]: all_logits sequences' rows, final-normed
   DeviceBuffer logits_dev_;   // [rows, vocab] f32
+  DeviceBuffer prompt_logits_dev_;  // [a slice of kept rows, vocab] f32 (prompt_logits)
   PinnedBuffer logits_host_;  // the same, pinned for the copy back
 };
 

@@ -2,7 +2,8 @@
 // the memory plan from the device's memory) against the cpu backend through the same engine, on
 // the default model (SmolLM2-135M-Instruct; the fixture models' head_dim 16 is not one the
 // attention kernels serve) with f32 weights and an f32 KV cache: the greedy tokens must be the
-// same, batched, with chunked prefill, and under preemption by swapping to host blocks; and
+// same, batched, with chunked prefill, and under preemption by swapping to host blocks, and so
+// must the prompt's log-probabilities (prompt_logprobs, echo with logprobs); and
 // tensor parallelism 3 over NCCL (its 9 heads and 3 KV heads split 3 ways), when three devices
 // are visible, the same as one cuda rank. Built twice: on a GPU (label gpu; exits 77 without one) and on tools/cuda_emu (label
 // cuda_emu, three emulated devices).
@@ -20,7 +21,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 
+#include <cmath>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -49,23 +53,32 @@ config::Config base_config(config::Backend backend) {
   return c;
 }
 
-// Every prompt's greedy tokens, submitted at once; the engine's stats beside.
+// Every prompt's greedy tokens, submitted at once; the engine's stats beside; with
+// `prompt_scores`, each request asks for its prompt's log-probabilities (top 2), which land there
+// by request.
 std::vector<std::vector<TokenId>> generate(const config::Config& cfg, const std::vector<std::vector<TokenId>>& ps,
                                            std::uint32_t max_tokens, scheduler::EngineStats* stats = nullptr,
-                                           std::uint32_t* device_blocks = nullptr) {
+                                           std::uint32_t* device_blocks = nullptr,
+                                           std::map<scheduler::RequestId, std::vector<shard::PromptLogprob>>* prompt_scores = nullptr) {
   caf::actor_system_config sc;
   serving::register_engine_types(sc);
   caf::actor_system sys{sc};
   auto backend = serving::load_backend(cfg);
   if (device_blocks) *device_blocks = backend.capacity.device_blocks;
   engine::Engine eng(sys, cfg, backend.capacity, backend.factory);
-  engine::Completions done(sys, 1);
+  std::mutex mu;
+  engine::Completions done(sys, 1, [&](const scheduler::TokenEvent& e) {
+    if (!prompt_scores || e.prompt_logprobs.empty()) return;
+    std::lock_guard lock(mu);
+    (*prompt_scores)[e.request] = e.prompt_logprobs;
+  });
   for (std::size_t i = 0; i < ps.size(); ++i) {
     scheduler::RequestSpec s;
     s.id = i + 1;
     s.prompt = ps[i];
     s.max_tokens = max_tokens;
     s.sampling.temperature = 0.0f;
+    if (prompt_scores) s.sampling.prompt_logprobs = 2;
     BOOST_REQUIRE((eng.submit(std::move(s), done.sink()) == scheduler::SubmitStatus::accepted));
   }
   BOOST_REQUIRE(done.wait_finished(ps.size(), std::chrono::seconds(600)));
@@ -133,6 +146,36 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_and_swapping_to_host_blocks_keep_the_tokens
   expect_same(generate(tight, ps, 24, &st), want, 24);
   BOOST_TEST_MESSAGE("swap-outs: " << st.counts.swap_outs);
   BOOST_TEST(st.counts.swap_outs > 0u);
+}
+
+// What lm-evaluation-harness's loglikelihood requests and vLLM's prompt_logprobs ask: every
+// prompt token's log-probability given those before it, with its top 2, through the engine;
+// with chunked prefill, so a prompt's scores come from several steps.
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_through_the_engine_are_the_cpu_backends,
+                     *boost::unit_test::precondition(model_present)) {
+  const auto ps = testing::random_prompts(4, vocab, 5);
+  auto cpu_cfg = base_config(config::Backend::cpu);
+  auto cuda_cfg = base_config(config::Backend::cuda);
+  for (auto* c : {&cpu_cfg, &cuda_cfg}) {
+    c->cache.num_gpu_blocks_override = 256;
+    c->scheduler.chunked_prefill = true;
+    c->scheduler.max_num_batched_tokens = 8;
+  }
+  std::map<scheduler::RequestId, std::vector<shard::PromptLogprob>> want, got;
+  expect_same(generate(cuda_cfg, ps, 2, nullptr, nullptr, &got), generate(cpu_cfg, ps, 2, nullptr, nullptr, &want), 2);
+  BOOST_REQUIRE_EQUAL(got.size(), ps.size());
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto& w = want.at(i + 1);
+    const auto& g = got.at(i + 1);
+    BOOST_REQUIRE_EQUAL(w.size(), ps[i].size() - 1);
+    BOOST_REQUIRE_EQUAL(g.size(), w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      BOOST_TEST(g[j].position == w[j].position);
+      BOOST_TEST(g[j].token == w[j].token);
+      BOOST_TEST(std::abs(g[j].logprob - w[j].logprob) < 2e-3, "request " << i + 1 << " position " << w[j].position);
+      BOOST_TEST(g[j].top.size() == w[j].top.size());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(tensor_parallel_three_over_nccl_gives_the_tokens_of_one,

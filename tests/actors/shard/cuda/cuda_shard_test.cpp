@@ -371,6 +371,65 @@ BOOST_AUTO_TEST_CASE(the_gpu_shard_samples_what_the_cpu_shard_samples_on_fixture
   }
 }
 
+// Prompt log-probabilities (echo with logprobs, vLLM's prompt_logprobs): the cuda shard keeps a
+// scored prompt's final rows on the GPU and projects them a slice at a time (256 rows for these
+// models' 512 tokens), scored on the host as the cpu shard scores its own. A 300-token prompt
+// over two chunks (the second beside a plain prefill), each fixture model at f32: every
+// position's token, log-probability (within 2e-3) and top 3 as the cpu shard's (but where two of
+// them are within 2e-3), its rank within one of the cpu shard's and equal in all but 3 positions.
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_cpu_shards_on_fixture_models) {
+  for (const Case& k : cases) {
+    const auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
+    const auto w = random_weights(a, 42);
+    shard::CpuShard c(w, {block_size, 256, 64, 1, cpu::KvDtype::f32});
+    shard::CudaShard g(*w, gpu::ActDtype::f32, {0, block_size, 256, 64, gpu::ActDtype::f32});
+    const auto p = prompt_of(300, a.vocab, 9), other = prompt_of(20, a.vocab, 10);
+    std::vector<shard::PromptLogprob> want, got;
+    const std::uint32_t ends[] = {120, 300};
+    for (std::uint32_t c_i = 0; c_i < 2; ++c_i) {
+      shard::Step step;
+      step.id = c_i + 1;
+      step.block_size = block_size;
+      prefill(step, 1, p, c_i == 0 ? 0 : ends[0], ends[c_i], c_i == 0 ? range(0, 19) : std::vector<kv::BlockId>{},
+              c_i == 0 ? 0 : 19, c_i == 0);
+      if (c_i == 0) step.added.back().sampling.prompt_logprobs = 3;
+      if (c_i == 1) prefill(step, 2, other, 0, 20, range(19, 2), 0, true);
+      const auto rc = c.execute(step);
+      const auto rg = g.execute(step);
+      want.insert(want.end(), rc.prompt_logprobs.begin(), rc.prompt_logprobs.end());
+      got.insert(got.end(), rg.prompt_logprobs.begin(), rg.prompt_logprobs.end());
+      BOOST_REQUIRE_EQUAL(rc.tokens.size(), rg.tokens.size());
+      for (std::size_t i = 0; i < rc.tokens.size(); ++i) BOOST_TEST(rg.tokens[i].token == rc.tokens[i].token);
+    }
+    BOOST_REQUIRE_EQUAL(want.size(), 299u);  // positions 1 .. 299
+    BOOST_REQUIRE_EQUAL(got.size(), want.size());
+    double worst = 0;
+    int ranks_off = 0;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      BOOST_TEST(got[i].seq == want[i].seq);
+      BOOST_TEST(got[i].position == want[i].position);
+      BOOST_TEST(got[i].token == want[i].token);
+      worst = std::max(worst, double(std::abs(got[i].logprob - want[i].logprob)));
+      BOOST_REQUIRE_EQUAL(got[i].top.size(), want[i].top.size());
+      const bool near_tie = [&] {
+        for (std::size_t j = 0; j + 1 < want[i].top.size(); ++j)
+          if (want[i].top[j].logprob - want[i].top[j + 1].logprob < 2e-3f) return true;
+        return false;
+      }();
+      // A rank counts the tokens more likely than this one: a token within the shards' ~1e-6 of
+      // it may land on either side (about one position in a thousand here).
+      const auto rank_off = std::abs(std::int64_t(got[i].rank) - std::int64_t(want[i].rank));
+      BOOST_TEST(rank_off <= 1, "position " << want[i].position << ": rank " << got[i].rank << " against " << want[i].rank);
+      ranks_off += rank_off != 0;
+      if (near_tie) continue;
+      for (std::size_t j = 0; j < want[i].top.size(); ++j) BOOST_TEST(got[i].top[j].token == want[i].top[j].token);
+    }
+    BOOST_TEST(ranks_off <= 3, k.name << ": " << ranks_off << " ranks differ");
+    std::printf("%s: prompt log-probabilities of 299 positions within %.2e of the cpu shard's\n", k.name, worst);
+    BOOST_TEST(worst < 2e-3, k.name << ": " << worst);
+  }
+}
+
 // The default model is not in the repository (98 MB, fetched by tools/models/fetch_default_model.sh)
 // and does not travel to a lent GPU machine with the test bundle (64 MiB): where it is missing,
 // this case is skipped and says so.
