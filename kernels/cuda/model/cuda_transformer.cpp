@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -74,6 +75,7 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
     const auto R = static_cast<std::size_t>(logit_rows);
     last_.reserve(R * h * es, "activations");
     logits_dev_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
+    kept_.reserve(T * h * es, "the prompt's rows");  // every row of a step may be a scored prompt's
   }
 }
 
@@ -302,7 +304,15 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
           cache.dtype());
   if (!compute_logits) kept_rows_ = 0;
-  if (kept_rows_ > 0) kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
+  // Only the sampling rank keeps rows: should its buffer not fit (a step larger than the one the
+  // shard reserved for), it still runs the forward, whose all-reduces the other ranks wait for,
+  // and fails the step after it.
+  std::exception_ptr no_room;
+  if (kept_rows_ > 0) try {
+      kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
+    } catch (...) {
+      no_room = std::current_exception();
+    }
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 
   embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
@@ -331,6 +341,11 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
       reduce(mlp_out_.get());
       add_in_place(x_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
     }
+  }
+  if (no_room) {
+    kept_rows_ = logit_rows_ = 0;
+    timed_sync(stream_, waited_ns_);
+    std::rethrow_exception(no_room);
   }
   if (!compute_logits || (logit_rows_ == 0 && kept_rows_ == 0)) {
     logit_rows_ = 0;

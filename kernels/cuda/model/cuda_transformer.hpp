@@ -53,7 +53,8 @@ class CudaTransformer {
   std::int64_t waited_ns() const { return waited_ns_; }
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for its sequences with one
-  // new row, `seqs` of up to `max_context` positions; `logit_rows` rows of logits): a shard calls it
+  // new row, `seqs` of up to `max_context` positions; `logit_rows` rows of logits and, where
+  // there are any, `tokens` rows kept for prompt log-probabilities): a shard calls it
   // at start for its largest step, before the KV cache takes the rest of the memory, and each
   // forward calls it for its own step before the step's first collective. Throws
   // std::runtime_error naming the buffer when the device runs out of memory.

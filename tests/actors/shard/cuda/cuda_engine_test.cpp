@@ -171,9 +171,11 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_through_the_engine_are_the_cpu_bac
     BOOST_REQUIRE_EQUAL(g.size(), w.size());
     for (std::size_t j = 0; j < w.size(); ++j) {
       BOOST_TEST(g[j].position == w[j].position);
-      BOOST_TEST(g[j].token == w[j].token);
       BOOST_TEST(std::abs(g[j].logprob - w[j].logprob) < 2e-3, "request " << i + 1 << " position " << w[j].position);
-      BOOST_TEST(g[j].top.size() == w[j].top.size());
+      BOOST_TEST(std::abs(std::int64_t(g[j].rank) - std::int64_t(w[j].rank)) <= 1, "request " << i + 1 << " position " << w[j].position);
+      BOOST_REQUIRE_EQUAL(g[j].top.size(), w[j].top.size());
+      if (w[j].top[0].logprob - w[j].top[1].logprob > 2e-3f)  // no near-tie between the two most likely
+        BOOST_TEST(g[j].top[0].token == w[j].top[0].token, "request " << i + 1 << " position " << w[j].position);
     }
   }
 }

@@ -373,35 +373,53 @@ BOOST_AUTO_TEST_CASE(the_gpu_shard_samples_what_the_cpu_shard_samples_on_fixture
 
 // Prompt log-probabilities (echo with logprobs, vLLM's prompt_logprobs): the cuda shard keeps a
 // scored prompt's final rows on the GPU and projects them a slice at a time (256 rows for these
-// models' 512 tokens), scored on the host as the cpu shard scores its own. A 300-token prompt
-// over two chunks (the second beside a plain prefill), each fixture model at f32: every
-// position's token, log-probability (within 2e-3) and top 3 as the cpu shard's (but where two of
-// them are within 2e-3), its rank within one of the cpu shard's and equal in all but 3 positions.
+// models' 512 tokens), scored on the host as the cpu shard scores its own. Step 1: a 600-token
+// prompt's first 280 rows (scored), a plain 20-token prefill, a scored 40-token prompt; step 2:
+// the rest of the long prompt, then a decode of the plain sequence, which the cuda transformer
+// moves to the front of its slots: kept rows must still come in step order, and each step's
+// rows take two slices. Each fixture model at f32: every position's token, log-probability
+// (within 2e-3) and top 3 as the cpu shard's (but where two of them are within 2e-3), its rank
+// within one of the cpu shard's and equal in all but 3 positions.
 BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_cpu_shards_on_fixture_models) {
   for (const Case& k : cases) {
     const auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
     const auto w = random_weights(a, 42);
     shard::CpuShard c(w, {block_size, 256, 64, 1, cpu::KvDtype::f32});
     shard::CudaShard g(*w, gpu::ActDtype::f32, {0, block_size, 256, 64, gpu::ActDtype::f32});
-    const auto p = prompt_of(300, a.vocab, 9), other = prompt_of(20, a.vocab, 10);
+    const auto p = prompt_of(600, a.vocab, 9), plain = prompt_of(20, a.vocab, 10), second = prompt_of(40, a.vocab, 11);
     std::vector<shard::PromptLogprob> want, got;
-    const std::uint32_t ends[] = {120, 300};
-    for (std::uint32_t c_i = 0; c_i < 2; ++c_i) {
+    kv::TokenId plain_next = -1;
+    for (std::uint32_t step_i = 0; step_i < 2; ++step_i) {
       shard::Step step;
-      step.id = c_i + 1;
+      step.id = step_i + 1;
       step.block_size = block_size;
-      prefill(step, 1, p, c_i == 0 ? 0 : ends[0], ends[c_i], c_i == 0 ? range(0, 19) : std::vector<kv::BlockId>{},
-              c_i == 0 ? 0 : 19, c_i == 0);
-      if (c_i == 0) step.added.back().sampling.prompt_logprobs = 3;
-      if (c_i == 1) prefill(step, 2, other, 0, 20, range(19, 2), 0, true);
+      if (step_i == 0) {
+        prefill(step, 1, p, 0, 280, range(0, 38), 0, true);  // 38 blocks: all 600 positions
+        step.added.back().sampling.prompt_logprobs = 3;
+        prefill(step, 2, plain, 0, 20, range(38, 2), 0, true);
+        prefill(step, 3, second, 0, 40, range(40, 3), 0, true);
+        step.added.back().sampling.prompt_logprobs = 3;
+      } else {
+        prefill(step, 1, p, 280, 600, {}, 38, false);
+        shard::SeqWork& d = step.seqs.emplace_back();  // after the chunk in the step
+        d.seq = 2;
+        d.appended = plain_next;
+        d.begin = 20;
+        d.end = 21;
+        d.table_first = 2;
+        d.num_samples = 1;
+      }
       const auto rc = c.execute(step);
       const auto rg = g.execute(step);
       want.insert(want.end(), rc.prompt_logprobs.begin(), rc.prompt_logprobs.end());
       got.insert(got.end(), rg.prompt_logprobs.begin(), rg.prompt_logprobs.end());
       BOOST_REQUIRE_EQUAL(rc.tokens.size(), rg.tokens.size());
-      for (std::size_t i = 0; i < rc.tokens.size(); ++i) BOOST_TEST(rg.tokens[i].token == rc.tokens[i].token);
+      for (std::size_t i = 0; i < rc.tokens.size(); ++i) {
+        BOOST_TEST(rg.tokens[i].token == rc.tokens[i].token);
+        if (rc.tokens[i].seq == 2) plain_next = rc.tokens[i].token;
+      }
     }
-    BOOST_REQUIRE_EQUAL(want.size(), 299u);  // positions 1 .. 299
+    BOOST_REQUIRE_EQUAL(want.size(), 599u + 39u);  // positions 1 .. 599 and 1 .. 39
     BOOST_REQUIRE_EQUAL(got.size(), want.size());
     double worst = 0;
     int ranks_off = 0;
@@ -425,7 +443,8 @@ BOOST_AUTO_TEST_CASE(prompt_log_probabilities_are_the_cpu_shards_on_fixture_mode
       for (std::size_t j = 0; j < want[i].top.size(); ++j) BOOST_TEST(got[i].top[j].token == want[i].top[j].token);
     }
     BOOST_TEST(ranks_off <= 3, k.name << ": " << ranks_off << " ranks differ");
-    std::printf("%s: prompt log-probabilities of 299 positions within %.2e of the cpu shard's\n", k.name, worst);
+    std::printf("%s: prompt log-probabilities of %zu positions within %.2e of the cpu shard's\n", k.name, want.size(),
+                worst);
     BOOST_TEST(worst < 2e-3, k.name << ": " << worst);
   }
 }
