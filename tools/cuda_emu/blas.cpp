@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 
+#include <optional>
 #include <vector>
 
 struct cublasContext {
@@ -15,28 +16,17 @@ struct cublasContext {
 
 namespace {
 
-bool element_type(cudaDataType t, std::size_t& bytes) {
-  switch (t) {
-    case CUDA_R_32F: bytes = 4; return true;
-    case CUDA_R_16F:
-    case CUDA_R_16BF: bytes = 2; return true;
-    default: return false;
-  }
-}
+using actorlm::kernels::cuda::ActDtype;
+using cuda_emu::load;
+using cuda_emu::store;
 
-float load(const void* p, cudaDataType t, std::size_t i) {
+// The element type of a cuBLAS data type this emulation takes (f32, f16, bf16).
+std::optional<ActDtype> element_type(cudaDataType t) {
   switch (t) {
-    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
-    case CUDA_R_16BF: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-void store(void* p, cudaDataType t, std::size_t i, float v) {
-  switch (t) {
-    case CUDA_R_16F: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case CUDA_R_16BF: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
+    case CUDA_R_32F: return ActDtype::f32;
+    case CUDA_R_16F: return ActDtype::f16;
+    case CUDA_R_16BF: return ActDtype::bf16;
+    default: return std::nullopt;
   }
 }
 
@@ -101,10 +91,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   if (m < 0 || n < 0 || k < 0 || lda < std::max(1, ta ? k : m) || ldb < std::max(1, tb ? n : k) ||
       ldc < std::max(1, m) || alpha == nullptr || beta == nullptr)
     return CUBLAS_STATUS_INVALID_VALUE;
-  std::size_t ab = 0, cb = 0;
-  if (Atype != Btype || !element_type(Atype, ab) || !element_type(Ctype, cb) ||
-      (Ctype != Atype && Ctype != CUDA_R_32F) || (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC))
+  const auto at = element_type(Atype), ct = element_type(Ctype);
+  if (Atype != Btype || !at || !ct || (Ctype != Atype && Ctype != CUDA_R_32F) ||
+      (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC))
     return CUBLAS_STATUS_NOT_SUPPORTED;
+  const std::size_t ab = actorlm::kernels::cuda::act_bytes(*at), cb = actorlm::kernels::cuda::act_bytes(*ct);
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (!on_device(A, ta ? k : m, ta ? m : k, lda, ab) || !on_device(B, tb ? n : k, tb ? k : n, ldb, ab) ||
       !on_device(C, m, n, ldc, cb))
@@ -114,15 +105,15 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   std::vector<float> bt(std::size_t(n) * k), row(k);
   for (int j = 0; j < n; ++j)
     for (int l = 0; l < k; ++l)
-      bt[std::size_t(j) * k + l] = load(B, Btype, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
+      bt[std::size_t(j) * k + l] = load(B, *at, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
   for (int i = 0; i < m; ++i) {
     for (int l = 0; l < k; ++l)
-      row[l] = load(A, Atype, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
+      row[l] = load(A, *at, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
     for (int j = 0; j < n; ++j) {
       const float* col = bt.data() + std::size_t(j) * k;
       float acc = dot(row.data(), col, k);
       const std::size_t c = std::size_t(i) + std::size_t(j) * ldc;
-      store(C, Ctype, c, b == 0.0f ? a * acc : a * acc + b * load(C, Ctype, c));
+      store(C, *ct, c, b == 0.0f ? a * acc : a * acc + b * load(C, *ct, c));
     }
   }
   return CUBLAS_STATUS_SUCCESS;

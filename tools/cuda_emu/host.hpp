@@ -2,6 +2,8 @@
 // What the emulated runtime (tools/cuda_emu/runtime.cpp) tells the other emulated parts: the
 // device kernels (device.hpp), cuBLAS (blas.cpp) and NCCL (nccl.cpp).
 
+#include "kernels/cuda/elementwise.hpp"  // ActDtype
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -14,6 +16,11 @@ bool device_range(const void* p, std::size_t bytes);
 // (CUDA_EMU_DEVICES, default 1).
 int current_device();
 int device_count();
+
+// Element i of f32, f16 or bf16 memory, widened to float; and a float rounded to nearest even
+// into it (cuBLAS's and NCCL's outputs).
+float load(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i);
+void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v);
 
 // Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
 void set_last_error(cudaError_t e);

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,7 +33,7 @@ struct Clique {
   std::vector<bool> joined;
   std::vector<float> sum;
   std::size_t count = 0;
-  ncclDataType_t type = ncclFloat32;
+  actorlm::kernels::cuda::ActDtype type = actorlm::kernels::cuda::ActDtype::f32;
 };
 
 std::mutex registry_mu;
@@ -43,28 +44,13 @@ std::chrono::seconds timeout() {
   return std::chrono::seconds(s != nullptr ? std::atoi(s) : 120);
 }
 
-bool element_bytes(ncclDataType_t t, std::size_t& bytes) {
+// The element type of an NCCL data type this emulation takes (f32, f16, bf16).
+std::optional<actorlm::kernels::cuda::ActDtype> element_type(ncclDataType_t t) {
   switch (t) {
-    case ncclFloat32: bytes = 4; return true;
-    case ncclFloat16:
-    case ncclBfloat16: bytes = 2; return true;
-    default: return false;
-  }
-}
-
-float load(const void* p, ncclDataType_t t, std::size_t i) {
-  switch (t) {
-    case ncclFloat16: return __half2float(static_cast<const __half*>(p)[i]);
-    case ncclBfloat16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
-
-void store(void* p, ncclDataType_t t, std::size_t i, float v) {
-  switch (t) {
-    case ncclFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case ncclBfloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(p)[i] = v;
+    case ncclFloat32: return actorlm::kernels::cuda::ActDtype::f32;
+    case ncclFloat16: return actorlm::kernels::cuda::ActDtype::f16;
+    case ncclBfloat16: return actorlm::kernels::cuda::ActDtype::bf16;
+    default: return std::nullopt;
   }
 }
 
@@ -130,8 +116,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t) {
-  std::size_t bytes = 0;
-  if (comm == nullptr || op != ncclSum || !element_bytes(type, bytes)) return ncclInvalidArgument;
+  const auto t = element_type(type);
+  if (comm == nullptr || op != ncclSum || !t) return ncclInvalidArgument;
+  const std::size_t bytes = actorlm::kernels::cuda::act_bytes(*t);
   if (count > 0 && (!cuda_emu::device_range(send, count * bytes) || !cuda_emu::device_range(recv, count * bytes)))
     return ncclInvalidArgument;
   Clique& c = *comm->clique;
@@ -145,19 +132,19 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   };
   // The previous all-reduce's ranks have all taken their result.
   if (!c.cv.wait_until(lock, deadline, [&] { return !c.scattering || c.aborted; }) || c.aborted) return give_up();
-  if (c.arrived == 0) c.count = count, c.type = type;
-  if (c.count != count || c.type != type) return ncclInvalidUsage;
+  if (c.arrived == 0) c.count = count, c.type = *t;
+  if (c.count != count || c.type != *t) return ncclInvalidUsage;
   c.sends[comm->rank] = send;
   if (++c.arrived == c.nranks) {
     c.sum.assign(count, 0.0f);
     for (int r = 0; r < c.nranks; ++r)
-      for (std::size_t i = 0; i < count; ++i) c.sum[i] += load(c.sends[r], type, i);
+      for (std::size_t i = 0; i < count; ++i) c.sum[i] += cuda_emu::load(c.sends[r], *t, i);
     c.scattering = true;
     c.cv.notify_all();
   } else if (!c.cv.wait_until(lock, deadline, [&] { return c.scattering || c.aborted; }) || c.aborted) {
     return give_up();
   }
-  for (std::size_t i = 0; i < count; ++i) store(recv, type, i, c.sum[i]);
+  for (std::size_t i = 0; i < count; ++i) cuda_emu::store(recv, *t, i, c.sum[i]);
   if (++c.departed == c.nranks) {
     c.arrived = c.departed = 0;
     c.scattering = false;

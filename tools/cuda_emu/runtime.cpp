@@ -94,15 +94,17 @@ Allocations& allocations() {
 
 cudaError_t fail(cudaError_t e) { return last_error = e; }
 
-bool copy_ok(void* dst, const void* src, std::size_t n, cudaMemcpyKind kind) {
-  if (n == 0) return true;
+// Whether a copy of `kind` reading [src, src + src_span) and writing [dst, dst + dst_span) stays
+// inside the device allocations its kind names (either side for cudaMemcpyDefault).
+bool copy_ok(void* dst, std::size_t dst_span, const void* src, std::size_t src_span, cudaMemcpyKind kind) {
+  if (dst_span == 0 && src_span == 0) return true;
   auto& a = allocations();
   switch (kind) {
-    case cudaMemcpyHostToDevice: return a.on_device(dst, n);
-    case cudaMemcpyDeviceToHost: return a.on_device(src, n);
-    case cudaMemcpyDeviceToDevice: return a.on_device(dst, n) && a.on_device(src, n);
+    case cudaMemcpyHostToDevice: return a.on_device(dst, dst_span);
+    case cudaMemcpyDeviceToHost: return a.on_device(src, src_span);
+    case cudaMemcpyDeviceToDevice: return a.on_device(dst, dst_span) && a.on_device(src, src_span);
     case cudaMemcpyHostToHost: return true;
-    default: return a.on_device(dst, n) || a.on_device(src, n);
+    default: return a.on_device(dst, dst_span) || a.on_device(src, src_span);
   }
 }
 
@@ -117,6 +119,22 @@ constexpr int shared_per_sm = 228 * 1024;
 void set_last_error(cudaError_t e) { last_error = e; }
 
 bool device_range(const void* p, std::size_t bytes) { return allocations().on_device(p, bytes); }
+
+float load(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i) {
+  switch (t) {
+    case actorlm::kernels::cuda::ActDtype::f16: return __half2float(static_cast<const __half*>(p)[i]);
+    case actorlm::kernels::cuda::ActDtype::bf16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v) {
+  switch (t) {
+    case actorlm::kernels::cuda::ActDtype::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case actorlm::kernels::cuda::ActDtype::bf16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
 
 int current_device() { return device_of_thread; }
 int device_count() {
@@ -213,7 +231,7 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  if (!e::copy_ok(dst, src, n, kind)) return e::fail(cudaErrorInvalidValue);
+  if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
   if (n > 0) std::memmove(dst, src, n);
   return cudaSuccess;
 }
@@ -224,10 +242,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
                          cudaMemcpyKind kind) {
   if (width > dpitch || width > spitch) return e::fail(cudaErrorInvalidPitchValue);
   if (height == 0 || width == 0) return cudaSuccess;
-  const std::size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
-  const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-  const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if ((dst_dev && !e::allocations().on_device(dst, dspan)) || (src_dev && !e::allocations().on_device(src, sspan)))
+  if (!e::copy_ok(dst, dpitch * (height - 1) + width, src, spitch * (height - 1) + width, kind))
     return e::fail(cudaErrorInvalidValue);
   for (std::size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);

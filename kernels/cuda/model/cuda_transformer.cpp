@@ -373,16 +373,20 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), R);
   gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
   if (logits == nullptr) return;  // on the device for the caller, in stream order
-  const std::size_t logit_bytes = std::size_t(R) * std::size_t(out.rows) * sizeof(float);
-  if (logit_bytes > logits_host_.bytes()) {
+  to_host(logits_dev_.get(), std::size_t(R) * std::size_t(out.rows), *logits);
+}
+
+void CudaTransformer::to_host(const void* device, std::size_t floats, std::vector<float>& out) {
+  const std::size_t bytes = floats * sizeof(float);
+  if (bytes > logits_host_.bytes()) {
     // The collectives are only enqueued: let them finish before an allocation that could wait on
     // this device while a peer rank waits on the driver.
     timed_sync(stream_, waited_ns_);
-    logits_host_.reserve(logit_bytes, "the logits");
+    logits_host_.reserve(bytes, "the logits");
   }
-  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_dev_.get(), logit_bytes, cudaMemcpyDeviceToHost, stream_));
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), device, bytes, cudaMemcpyDeviceToHost, stream_));
   timed_sync(stream_, waited_ns_);
-  logits->assign(logits_host_.as<float>(), logits_host_.as<float>() + std::size_t(R) * std::size_t(out.rows));
+  out.assign(logits_host_.as<float>(), logits_host_.as<float>() + floats);
 }
 
 void CudaTransformer::prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out) {
@@ -390,19 +394,16 @@ void CudaTransformer::prompt_logits(std::int64_t first, std::int64_t count, std:
     throw std::out_of_range("cuda transformer: prompt rows [" + std::to_string(first) + ", " +
                             std::to_string(first + count) + ") asked, " + std::to_string(kept_rows_) + " kept");
   const DeviceMatrix& m = w_.output_matrix();
-  const auto vocab = static_cast<std::size_t>(m.rows);
-  out.resize(static_cast<std::size_t>(count) * vocab);
-  if (count == 0) return;
-  const std::size_t bytes = static_cast<std::size_t>(count) * vocab * sizeof(float);
-  timed_sync(stream_, waited_ns_);  // the step's work done before a buffer may be reallocated
-  prompt_logits_dev_.reserve(bytes, "the prompt's logits");
-  if (bytes > logits_host_.bytes()) logits_host_.reserve(bytes, "the logits");
+  const std::size_t floats = static_cast<std::size_t>(count) * static_cast<std::size_t>(m.rows);
+  if (count == 0) {
+    out.clear();
+    return;
+  }
+  prompt_logits_dev_.reserve(floats * sizeof(float), "the prompt's logits");
   const std::size_t row_bytes = static_cast<std::size_t>(w_.spec.hidden) * act_bytes(w_.dtype);
   gemm(kept_.as<std::byte>() + static_cast<std::size_t>(first) * row_bytes, m, prompt_logits_dev_.get(), count,
        ActDtype::f32);
-  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), prompt_logits_dev_.get(), bytes, cudaMemcpyDeviceToHost, stream_));
-  timed_sync(stream_, waited_ns_);
-  std::memcpy(out.data(), logits_host_.get(), bytes);
+  to_host(prompt_logits_dev_.get(), floats, out);
 }
 
 }  // namespace actorlm::kernels::cuda

@@ -49,7 +49,7 @@ class CudaTransformer {
   // the device, the stream synchronised). std::out_of_range past the kept rows.
   std::int64_t prompt_rows() const { return kept_rows_; }
   void prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out);
-  // Nanoseconds spent waiting on the stream in forward() since construction.
+  // Nanoseconds spent waiting on the stream in forward() and prompt_logits() since construction.
   std::int64_t waited_ns() const { return waited_ns_; }
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for its sequences with one
@@ -70,6 +70,9 @@ class CudaTransformer {
   void attention(std::uint32_t layer, CudaKvCache& cache);
   void mlp(const DeviceLayer& l, const void* in, void* out);
   void reduce(void* data);
+  // `floats` f32 values at `device`, written by work on the stream, into `out` through the pinned
+  // buffer (the stream synchronised).
+  void to_host(const void* device, std::size_t floats, std::vector<float>& out);
 
   const CudaWeights& w_;
   cudaStream_t stream_;
