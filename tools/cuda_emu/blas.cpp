@@ -96,6 +96,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
       (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const std::size_t ab = actorlm::kernels::cuda::act_bytes(*at), cb = actorlm::kernels::cuda::act_bytes(*ct);
+  cuda_emu::count(cuda_emu::Counted::gemm);
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (!on_device(A, ta ? k : m, ta ? m : k, lda, ab) || !on_device(B, tb ? n : k, tb ? k : n, ldb, ab) ||
       !on_device(C, m, n, ldc, cb))

@@ -1,6 +1,7 @@
 #include "tools/cuda_emu/grid.hpp"
 
 #include "kernels/splitmix64.hpp"
+#include "tools/cuda_emu/host.hpp"
 
 #include <boost/context/fiber.hpp>
 
@@ -252,6 +253,7 @@ const char* launch_shape_error(const LaunchShape& s) {
 void run_grid(const char* kernel, const LaunchShape& shape, const std::function<void()>& body) {
   if (const char* e = launch_shape_error(shape)) throw std::invalid_argument(std::string("cuda_emu: ") + kernel + ": " + e);
   if (running.thread != nullptr) throw std::logic_error("cuda_emu: a launch from inside a kernel");
+  count(Counted::launch);
   SplitMix rng{launch_seed()};
   // The blocks in a shuffled order too: a GPU runs them in any order, at once or not.
   std::vector<Index3> blocks;

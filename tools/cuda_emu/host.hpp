@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace cuda_emu {
 
@@ -21,6 +22,17 @@ int device_count();
 // into it (cuBLAS's and NCCL's outputs).
 float load(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i);
 void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v);
+
+// What the emulation has run since the process started, each a stream operation that a GPU
+// queues for one launch or more: kernel launches, asynchronous copies and memsets, cuBLAS GEMMs,
+// NCCL all-reduces (all threads together). A step's count is what CUDA graphs would save the host.
+struct Counts {
+  std::uint64_t launches = 0, copies = 0, gemms = 0, all_reduces = 0;
+  std::uint64_t total() const { return launches + copies + gemms + all_reduces; }
+};
+Counts counts();
+enum class Counted { launch, copy, gemm, all_reduce };
+void count(Counted what);
 
 // Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
 void set_last_error(cudaError_t e);

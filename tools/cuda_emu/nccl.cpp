@@ -121,6 +121,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   const std::size_t bytes = actorlm::kernels::cuda::act_bytes(*t);
   if (count > 0 && (!cuda_emu::device_range(send, count * bytes) || !cuda_emu::device_range(recv, count * bytes)))
     return ncclInvalidArgument;
+  cuda_emu::count(cuda_emu::Counted::all_reduce);
   Clique& c = *comm->clique;
   std::unique_lock lock(c.mu);
   const auto deadline = std::chrono::steady_clock::now() + timeout();

@@ -7,6 +7,7 @@
 // cudaMemGetInfo stays small; an allocation counts against the device current when it was made.
 #include "tools/cuda_emu/device.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -151,6 +152,17 @@ std::size_t dynamic_shared_limit(const void* kernel) {
   return it == dynamic_limits.end() ? 48 * 1024 : it->second;
 }
 
+namespace {
+std::atomic<std::uint64_t> counted[4];
+}  // namespace
+
+void count(Counted what) { counted[static_cast<int>(what)].fetch_add(1, std::memory_order_relaxed); }
+
+Counts counts() {
+  auto at = [](Counted c) { return counted[static_cast<int>(c)].load(std::memory_order_relaxed); };
+  return {at(Counted::launch), at(Counted::copy), at(Counted::gemm), at(Counted::all_reduce)};
+}
+
 }  // namespace cuda_emu
 
 namespace e = cuda_emu;
@@ -236,6 +248,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
+  e::count(e::Counted::copy);
   return cudaMemcpy(dst, src, n, kind);
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -250,6 +263,7 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t) {
+  e::count(e::Counted::copy);
   return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
 }
 cudaError_t cudaMemset(void* p, int value, size_t n) {
@@ -257,7 +271,10 @@ cudaError_t cudaMemset(void* p, int value, size_t n) {
   if (n > 0) std::memset(p, value, n);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) { return cudaMemset(p, value, n); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
+  e::count(e::Counted::copy);
+  return cudaMemset(p, value, n);
+}
 
 cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }

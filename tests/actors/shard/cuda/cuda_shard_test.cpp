@@ -27,6 +27,9 @@
 #include "model/format/open.hpp"
 #include "model/format/read_architecture.hpp"
 #include "tests/support/gpu_test_main.hpp"
+#ifdef ACTORLM_CUDA_EMU
+#include "tools/cuda_emu/host.hpp"
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -517,3 +520,50 @@ BOOST_AUTO_TEST_CASE(steps_the_gpu_shard_cannot_run_are_refused_before_anything_
   prefill(ok, 10, {1, 2, 3}, 0, 3, {1}, 0, true);
   BOOST_TEST(g.execute(ok).tokens.size() == 1u);
 }
+
+#ifdef ACTORLM_CUDA_EMU
+// What the host queues for one step: every kernel launch, copy, GEMM and all-reduce is a stream
+// operation the host pays for in every step (a few microseconds each on a GPU), which CUDA graphs
+// would replay as one. Counted on the emulation for decode steps of 4 sequences (greedy, on the
+// GPU), for models of 3 and 5 layers: per layer and per step, pinned so a change shows.
+BOOST_AUTO_TEST_CASE(a_decode_step_queues_a_fixed_number_of_stream_operations_per_layer) {
+  for (const Case& k : {cases[0], cases[3]}) {
+    std::uint64_t ops[2] = {};
+    for (const std::uint32_t layers : {3u, 5u}) {
+      auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
+      a.layers = layers;
+      const auto w = random_weights(a, 3);
+      shard::CudaShard g(*w, gpu::ActDtype::bf16, {0, block_size, 64, 16, gpu::ActDtype::f16});
+      shard::Step s1;
+      s1.id = 1;
+      s1.block_size = block_size;
+      for (kv::SeqId q = 0; q < 4; ++q) prefill(s1, q, prompt_of(20, a.vocab, q), 0, 20, range(2 * q, 2), 0, true);
+      const auto r1 = g.execute(s1);
+      shard::Step s2;
+      s2.id = 2;
+      s2.block_size = block_size;
+      for (kv::SeqId q = 0; q < 4; ++q) {
+        shard::SeqWork& sw = s2.seqs.emplace_back();
+        sw.seq = q;
+        sw.appended = r1.tokens[q].token;
+        sw.begin = 20;
+        sw.end = 21;
+        sw.table_first = 2;
+        sw.num_samples = 1;
+      }
+      const auto before = cuda_emu::counts();
+      BOOST_TEST(g.execute(s2).tokens.size() == 4u);
+      const auto after = cuda_emu::counts();
+      ops[layers == 5] = after.total() - before.total();
+      std::printf("%s, %u layers: a decode step queues %llu launches, %llu copies, %llu GEMMs\n", k.name, layers,
+                  static_cast<unsigned long long>(after.launches - before.launches),
+                  static_cast<unsigned long long>(after.copies - before.copies),
+                  static_cast<unsigned long long>(after.gemms - before.gemms));
+    }
+    const std::uint64_t per_layer = (ops[1] - ops[0]) / 2, fixed = ops[0] - 3 * per_layer;
+    std::printf("%s: %llu stream operations per layer, %llu per step besides\n", k.name,
+                static_cast<unsigned long long>(per_layer), static_cast<unsigned long long>(fixed));
+    BOOST_TEST(ops[1] - ops[0] == 2 * per_layer);
+  }
+}
+#endif
