@@ -15,11 +15,22 @@ namespace m = cuda_math;
 
 constexpr int threads_per_block = 256;  // a multiple of the warp size (block_sum)
 
+// The row a norm reads: x's, or with a residual stream the residual's after x is added to it
+// (each thread adds the elements it reads back later, so no barrier is needed).
+template <class T>
+__device__ const T* norm_input(const T* x, T* residual, std::int64_t n) {
+  const T* xr = x + blockIdx.x * n;
+  if (residual == nullptr) return xr;
+  T* r = residual + blockIdx.x * n;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) store(r, i, load(r, i) + load(xr, i));
+  return r;
+}
+
 // grid: rows; one thread block per row.
 template <class T>
-__global__ void rms_norm_kernel(const T* x, const float* w, T* out, std::int64_t n, float eps) {
+__global__ void rms_norm_kernel(const T* x, T* residual, const float* w, T* out, std::int64_t n, float eps) {
   __shared__ float shared[32];
-  const T* xr = x + blockIdx.x * n;
+  const T* xr = norm_input(x, residual, n);
   T* o = out + blockIdx.x * n;
   float ss = 0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -31,9 +42,10 @@ __global__ void rms_norm_kernel(const T* x, const float* w, T* out, std::int64_t
 }
 
 template <class T>
-__global__ void layer_norm_kernel(const T* x, const float* w, const float* b, T* out, std::int64_t n, float eps) {
+__global__ void layer_norm_kernel(const T* x, T* residual, const float* w, const float* b, T* out, std::int64_t n,
+                                  float eps) {
   __shared__ float shared[32];
-  const T* xr = x + blockIdx.x * n;
+  const T* xr = norm_input(x, residual, n);
   T* o = out + blockIdx.x * n;
   float s = 0;
   for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) s += load(xr, i);
@@ -106,10 +118,11 @@ unsigned grid_for(std::int64_t n) {
 void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.out && p.n > 0, "rms_norm: null pointer or empty row");
+  require(p.out != p.residual, "rms_norm: out aliases the residual stream");
   with_type(p.dtype, [&](auto* tag) {
     using T = ElementOf<decltype(tag)>;
     rms_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(
-        static_cast<const T*>(p.x), p.weight, static_cast<T*>(p.out), p.n, p.eps);
+        static_cast<const T*>(p.x), static_cast<T*>(p.residual), p.weight, static_cast<T*>(p.out), p.n, p.eps);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }
@@ -117,10 +130,12 @@ void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void layer_norm(const LayerNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.bias && p.out && p.n > 0, "layer_norm: null pointer or empty row");
+  require(p.out != p.residual, "layer_norm: out aliases the residual stream");
   with_type(p.dtype, [&](auto* tag) {
     using T = ElementOf<decltype(tag)>;
     layer_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(
-        static_cast<const T*>(p.x), p.weight, p.bias, static_cast<T*>(p.out), p.n, p.eps);
+        static_cast<const T*>(p.x), static_cast<T*>(p.residual), p.weight, p.bias, static_cast<T*>(p.out), p.n,
+        p.eps);
   });
   ACTORLM_CUDA_CHECK(cudaGetLastError());
 }

@@ -17,7 +17,9 @@ enum class ActDtype : std::uint8_t { f32, f16, bf16 };
 inline std::size_t act_bytes(ActDtype d) { return d == ActDtype::f32 ? 4 : 2; }
 
 // out[rows, n] = x * rsqrt(mean(x^2) + eps) * weight, per row (the sum of squares in f32, one
-// thread block per row). out may alias x.
+// thread block per row). out may alias x. With `residual`: residual += x first (rounded to dtype,
+// as add_in_place), and the sum is what is normalised: the residual stream's add and the next
+// norm in one launch (out must not alias residual then).
 struct RmsNormParams {
   const void* x = nullptr;          // [rows, n] of dtype
   const float* weight = nullptr;    // [n]
@@ -25,10 +27,12 @@ struct RmsNormParams {
   std::int64_t rows = 0, n = 0;
   float eps = 1e-5f;
   ActDtype dtype = ActDtype::f32;
+  void* residual = nullptr;         // [rows, n] of dtype, or null
 };
 void rms_norm(const RmsNormParams&, cudaStream_t stream);
 
 // out[rows, n] = (x - mean) * rsqrt(var + eps) * weight + bias, per row. out may alias x.
+// `residual` as RmsNormParams'.
 struct LayerNormParams {
   const void* x = nullptr;          // [rows, n] of dtype
   const float* weight = nullptr;    // [n]
@@ -37,6 +41,7 @@ struct LayerNormParams {
   std::int64_t rows = 0, n = 0;
   float eps = 1e-5f;
   ActDtype dtype = ActDtype::f32;
+  void* residual = nullptr;         // [rows, n] of dtype, or null
 };
 void layer_norm(const LayerNormParams&, cudaStream_t stream);
 

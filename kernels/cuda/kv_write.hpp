@@ -31,4 +31,24 @@ struct KvWriteParams {
 // a wrong slot mapping never writes outside the planes, and the shard can tell.
 void reshape_and_cache(const KvWriteParams&, cudaStream_t stream);
 
+// The forward's rotary embedding, query extraction and KV write in one launch. Per token row:
+// the query heads of q_in (rows of kv.row_stride elements, as the QKV GEMM leaves them) rotated
+// into q_out ([tokens, q_heads, head_dim], contiguous, as the attention kernels read them); the
+// K heads of kv.k rotated and written with kv.v's into their paged slots. The values of
+// apply_rope over the query and K heads, a copy of the query heads and reshape_and_cache (the
+// rotated K rounded to kv.act_dtype before the cache's dtype), bit for bit; nothing is written
+// back to q_in or kv.k. Padding rows (a negative slot) and slots past the cache still get their
+// query rows; their K and V are dropped as reshape_and_cache drops them.
+struct RopeCacheParams {
+  KvWriteParams kv;                         // tokens, K and V sources, slots, planes, shapes, dtypes
+  const void* q_in = nullptr;               // [tokens, kv.row_stride] of kv.act_dtype: q_heads heads first
+  void* q_out = nullptr;                    // [tokens, q_heads * head_dim] of kv.act_dtype
+  const std::int32_t* positions = nullptr;  // [tokens]
+  const float* inv_freq = nullptr;          // [head_dim / 2]: rope_inv_freq_table's
+  std::int32_t q_heads = 0;
+  float linear_factor = 1.0f;
+  bool halves = true;                       // model::RopeStyle::halves; false: adjacent pairs
+};
+void rope_and_cache(const RopeCacheParams&, cudaStream_t stream);
+
 }  // namespace actorlm::kernels::cuda

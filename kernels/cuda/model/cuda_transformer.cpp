@@ -184,12 +184,13 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
   meta_bytes_ = at;
 }
 
-void CudaTransformer::norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows) {
+void CudaTransformer::norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows,
+                           void* residual) {
   const model::Architecture& s = w_.spec;
   if (s.family == Family::llama) {
-    rms_norm({x, w.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype}, stream_);
+    rms_norm({x, w.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype, residual}, stream_);
   } else {
-    layer_norm({x, w.as<float>(), b.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype}, stream_);
+    layer_norm({x, w.as<float>(), b.as<float>(), out, rows, s.hidden, s.norm_eps, w_.dtype, residual}, stream_);
   }
 }
 
@@ -210,12 +211,10 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   auto* qkv = qkv_.as<std::byte>();
 
-  const bool halves = w_.layout.rope_style == model::RopeStyle::halves;
-  apply_rope({qkv, meta<std::int32_t>(positions_at_), inv_freq_.as<float>(), tokens_, qkv_width, q_heads + kv_heads,
-              hd, w_.spec.rope_linear_factor, halves, w_.dtype},
-             stream_);
-
-  KvWriteParams kw;
+  // Rotary embedding, the query heads made contiguous (as both attention kernels read them) and
+  // K and V written into their paged slots: one launch.
+  RopeCacheParams rc;
+  KvWriteParams& kw = rc.kv;
   kw.k = qkv + std::size_t(q_heads) * hd * es;
   kw.v = qkv + std::size_t(q_heads + kv_heads) * hd * es;
   kw.slots = meta<std::int64_t>(slots_at_);
@@ -229,12 +228,15 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
   kw.num_blocks = cache.device_blocks();
   kw.act_dtype = w_.dtype;
   kw.cache_dtype = cache.dtype();
-  reshape_and_cache(kw, stream_);
+  rc.q_in = qkv;
+  rc.q_out = q_.get();
+  rc.positions = meta<std::int32_t>(positions_at_);
+  rc.inv_freq = inv_freq_.as<float>();
+  rc.q_heads = q_heads;
+  rc.linear_factor = w_.spec.rope_linear_factor;
+  rc.halves = w_.layout.rope_style == model::RopeStyle::halves;
+  rope_and_cache(rc, stream_);
 
-  // The query heads, contiguous, as both attention kernels read them.
-  const std::size_t q_bytes = std::size_t(q_heads) * hd * es;
-  ACTORLM_CUDA_CHECK(cudaMemcpy2DAsync(q_.get(), q_bytes, qkv, std::size_t(qkv_width) * es, q_bytes,
-                                       static_cast<std::size_t>(tokens_), cudaMemcpyDeviceToDevice, stream_));
   // The fields both attention kernels share.
   const auto common = [&](auto& a) {
     a.q = q_.get();
@@ -317,9 +319,13 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
 
   embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
             stream_);
+  // A branch's output not yet added to the residual stream: the next norm adds it (one launch
+  // for both), the last one is added after the loop.
+  const void* pending = nullptr;
   for (std::uint32_t i = 0; i < w_.layers.size(); ++i) {
     const DeviceLayer& l = w_.layers[i];
-    norm(l.attn_norm, l.attn_norm_bias, x_.get(), normed_.get(), tokens_);
+    if (pending) norm(l.attn_norm, l.attn_norm_bias, pending, normed_.get(), tokens_, x_.get());
+    else norm(l.attn_norm, l.attn_norm_bias, x_.get(), normed_.get(), tokens_);
     gemm(normed_.get(), l.wqkv, qkv_.get(), tokens_, w_.dtype);
     attention(i, cache);
     gemm(attn_.get(), l.wo, proj_.get(), tokens_, w_.dtype);
@@ -332,16 +338,16 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
       mlp(l, mlp_in, mlp_out_.get());
       add_in_place(proj_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
       reduce(proj_.get());  // one all-reduce for both branches
-      add_in_place(x_.get(), proj_.get(), tokens_ * h, w_.dtype, stream_);
+      pending = proj_.get();
     } else {
       reduce(proj_.get());
-      add_in_place(x_.get(), proj_.get(), tokens_ * h, w_.dtype, stream_);
-      norm(l.mlp_norm, l.mlp_norm_bias, x_.get(), normed_.get(), tokens_);
+      norm(l.mlp_norm, l.mlp_norm_bias, proj_.get(), normed_.get(), tokens_, x_.get());
       mlp(l, normed_.get(), mlp_out_.get());
       reduce(mlp_out_.get());
-      add_in_place(x_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
+      pending = mlp_out_.get();
     }
   }
+  if (pending) add_in_place(x_.get(), pending, tokens_ * h, w_.dtype, stream_);
   if (no_room) {
     kept_rows_ = logit_rows_ = 0;
     timed_sync(stream_, waited_ns_);

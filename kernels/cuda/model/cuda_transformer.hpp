@@ -65,7 +65,9 @@ class CudaTransformer {
 
  private:
   void upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache);
-  void norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows);
+  // out = norm(x); with `residual`: residual += x, then out = norm(residual) (one launch).
+  void norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows,
+            void* residual = nullptr);
   void gemm(const void* act, const DeviceMatrix& w, void* out, std::int64_t rows, ActDtype out_dtype);
   void attention(std::uint32_t layer, CudaKvCache& cache);
   void mlp(const DeviceLayer& l, const void* in, void* out);

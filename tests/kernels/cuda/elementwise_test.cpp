@@ -77,6 +77,35 @@ BOOST_DATA_TEST_CASE(rms_and_layer_norm_match_the_cpu_kernels, boost::unit_test:
   check_close(out.read(), want, d, "layer_norm");
 }
 
+// The residual add fused into the next norm (the forward's add and norm in one launch) gives
+// what add_in_place then the norm give, bit for bit: the stream's new values and the norm's.
+BOOST_DATA_TEST_CASE(a_norm_with_the_residual_add_fused_gives_the_add_then_the_norm, boost::unit_test::data::make(dtypes),
+                     d) {
+  const std::int64_t rows = 7, n = 1000;
+  const auto x = rounded(normal_floats(rows * n, 4, 1.0f), d), r = rounded(normal_floats(rows * n, 5, 3.0f), d);
+  const auto w = normal_floats(n, 6), b = normal_floats(n, 7);
+  DeviceArray<float> dw(w), db(b);
+  for (const bool rms : {true, false}) {
+    DeviceActs dx(x, d), fused_r(r, d), fused_out(std::vector<float>(x.size()), d);
+    DeviceActs apart_r(r, d), apart_out(std::vector<float>(x.size()), d);
+    if (rms) {
+      gpu::rms_norm({dx.ptr, dw.ptr, fused_out.ptr, rows, n, 1e-5f, d, fused_r.ptr}, nullptr);
+      gpu::add_in_place(apart_r.ptr, dx.ptr, rows * n, d, nullptr);
+      gpu::rms_norm({apart_r.ptr, dw.ptr, apart_out.ptr, rows, n, 1e-5f, d}, nullptr);
+    } else {
+      gpu::layer_norm({dx.ptr, dw.ptr, db.ptr, fused_out.ptr, rows, n, 1e-5f, d, fused_r.ptr}, nullptr);
+      gpu::add_in_place(apart_r.ptr, dx.ptr, rows * n, d, nullptr);
+      gpu::layer_norm({apart_r.ptr, dw.ptr, db.ptr, apart_out.ptr, rows, n, 1e-5f, d}, nullptr);
+    }
+    ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got_r = fused_r.read(), want_r = apart_r.read();
+    const auto got = fused_out.read(), want = apart_out.read();
+    BOOST_TEST(std::memcmp(got_r.data(), want_r.data(), got_r.size() * sizeof(float)) == 0, (rms ? "rms" : "layer"));
+    BOOST_TEST(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0, (rms ? "rms" : "layer"));
+    BOOST_TEST((got_r != r));  // the stream did change
+  }
+}
+
 BOOST_DATA_TEST_CASE(rotary_matches_the_cpu_kernel_for_both_pairings, boost::unit_test::data::make(dtypes), d) {
   for (const auto style : {model::RopeStyle::halves, model::RopeStyle::interleaved}) {
     const std::int32_t heads = 12, hd = 128;
@@ -124,6 +153,8 @@ BOOST_AUTO_TEST_CASE(launches_refuse_what_they_cannot_run) {
   BOOST_CHECK_THROW(gpu::apply_rope({p, &pos, p, 1, 8, 2, 8, 1.0f, true, ActDtype::f32}, nullptr),
                     std::invalid_argument);  // stride shorter than the heads
   BOOST_CHECK_THROW(gpu::rms_norm({nullptr, p, p, 1, 8, 1e-5f, ActDtype::f32}, nullptr), std::invalid_argument);
+  BOOST_CHECK_THROW(gpu::layer_norm({p, p, p, p, 1, 8, 1e-5f, ActDtype::f32, p}, nullptr),
+                    std::invalid_argument);  // out aliases the residual stream
   cudaFree(p);
 }
 
