@@ -118,7 +118,7 @@ unsigned grid_for(std::int64_t n) {
 void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.out && p.n > 0, "rms_norm: null pointer or empty row");
-  require(p.out != p.residual, "rms_norm: out aliases the residual stream");
+  require(p.out != p.residual && p.x != p.residual, "rms_norm: out or x aliases the residual stream");
   with_type(p.dtype, [&](auto* tag) {
     using T = ElementOf<decltype(tag)>;
     rms_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(
@@ -130,7 +130,7 @@ void rms_norm(const RmsNormParams& p, cudaStream_t stream) {
 void layer_norm(const LayerNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require(p.x && p.weight && p.bias && p.out && p.n > 0, "layer_norm: null pointer or empty row");
-  require(p.out != p.residual, "layer_norm: out aliases the residual stream");
+  require(p.out != p.residual && p.x != p.residual, "layer_norm: out or x aliases the residual stream");
   with_type(p.dtype, [&](auto* tag) {
     using T = ElementOf<decltype(tag)>;
     layer_norm_kernel<T><<<static_cast<unsigned>(p.rows), threads_per_block, 0, stream>>>(

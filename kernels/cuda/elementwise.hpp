@@ -19,7 +19,7 @@ inline std::size_t act_bytes(ActDtype d) { return d == ActDtype::f32 ? 4 : 2; }
 // out[rows, n] = x * rsqrt(mean(x^2) + eps) * weight, per row (the sum of squares in f32, one
 // thread block per row). out may alias x. With `residual`: residual += x first (rounded to dtype,
 // as add_in_place), and the sum is what is normalised: the residual stream's add and the next
-// norm in one launch (out must not alias residual then).
+// norm in one launch (neither out nor x may be the residual then).
 struct RmsNormParams {
   const void* x = nullptr;          // [rows, n] of dtype
   const float* weight = nullptr;    // [n]

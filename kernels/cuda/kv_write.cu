@@ -98,6 +98,7 @@ void rope_and_cache(const RopeCacheParams& p, cudaStream_t stream) {
               kv.row_stride >= std::int64_t(p.q_heads) * kv.head_dim &&
               kv.row_stride >= std::int64_t(kv.kv_heads) * kv.head_dim,
           "rope_and_cache: bad shape");
+  require(p.q_out != p.q_in && p.q_out != kv.k && p.q_out != kv.v, "rope_and_cache: q_out aliases an input");
   with_types(kv.act_dtype, kv.cache_dtype, [&](auto* a, auto* c) {
     rope_and_cache_kernel<ElementOf<decltype(a)>, ElementOf<decltype(c)>>
         <<<static_cast<unsigned>(kv.tokens), 128, 0, stream>>>(p);

@@ -3,8 +3,8 @@
 // (kernels/cpu/model/transformer.hpp, the reference) with CUDA kernels and cuBLAS on one
 // stream. A batch of sequences, each a run of tokens at consecutive positions (a prefill chunk
 // or a decode token), flattened into one [tokens, hidden] activation in the weights' dtype.
-// Per layer: norm, QKV GEMM, rotary, reshape_and_cache (this step's K and V into their paged
-// slots), attention (paged decode attention for the sequences with one new row, placed first,
+// Per layer: norm (the previous branch's residual add fused in), QKV GEMM, rope_and_cache
+// (rotary, the query heads made contiguous, this step's K and V into their paged slots), attention (paged decode attention for the sequences with one new row, placed first,
 // and prefill attention over the paged cache for the others, which also serves chunked prefill
 // and prefix-cache hits), output GEMM, MLP; with world > 1 the partial outputs are summed by
 // `all_reduce` (NCCL). Only the rows whose logits are wanted go through the final norm and the
