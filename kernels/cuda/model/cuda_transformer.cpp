@@ -49,11 +49,18 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
   const model::RankShard& p = w_.heads;
   const std::size_t es = act_bytes(w_.dtype), hd = w_.spec.head_dim, h = w_.spec.hidden;
   const auto T = static_cast<std::size_t>(tokens);
-  for (DeviceBuffer* b : {&x_, &normed_, &normed2_, &proj_, &mlp_out_}) b->reserve(T * h * es, "activations");
+  // Only what the model uses: the parallel branches (Falcon) read a second norm only with two
+  // per layer; the gated MLP (Llama) alone has the gate and up columns before the activation
+  // (GELU's runs in place).
+  const model::Architecture& a = w_.spec;
+  for (DeviceBuffer* b : {&x_, &normed_, &proj_, &mlp_out_}) b->reserve(T * h * es, "activations");
+  const bool mlp_norms =
+      std::any_of(w_.layers.begin(), w_.layers.end(), [](const DeviceLayer& l) { return !l.mlp_norm.empty(); });
+  if (a.parallel_attention && mlp_norms) normed2_.reserve(T * h * es, "activations");
   qkv_.reserve(T * (p.q_heads + 2 * p.kv_heads) * hd * es, "activations");
   q_.reserve(T * p.q_heads * hd * es, "activations");
   attn_.reserve(T * p.q_heads * hd * es, "activations");
-  up_.reserve(T * 2 * p.ffn_columns * es, "activations");
+  if (a.family == Family::llama) up_.reserve(T * 2 * p.ffn_columns * es, "activations");
   act_.reserve(T * p.ffn_columns * es, "activations");
   if (seqs > 0 && max_context > 0) {
     DecodeAttentionParams shape;
