@@ -49,19 +49,16 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
   const model::RankShard& p = w_.heads;
   const std::size_t es = act_bytes(w_.dtype), hd = w_.spec.head_dim, h = w_.spec.hidden;
   const auto T = static_cast<std::size_t>(tokens);
-  // Only what the model uses: the parallel branches (Falcon) read a second norm only with two
-  // per layer; the gated MLP (Llama) alone has the gate and up columns before the activation
-  // (GELU's runs in place).
+  // The residual stream and the norms' outputs; the parallel branches (Falcon) keep the
+  // attention's projection outside the branch region (the MLP's output is added to it) and read
+  // a second norm only with two per layer.
   const model::Architecture& a = w_.spec;
-  for (DeviceBuffer* b : {&x_, &normed_, &proj_, &mlp_out_}) b->reserve(T * h * es, "activations");
+  for (DeviceBuffer* b : {&x_, &normed_}) b->reserve(T * h * es, "activations");
+  if (a.parallel_attention) proj_.reserve(T * h * es, "activations");
   const bool mlp_norms =
       std::any_of(w_.layers.begin(), w_.layers.end(), [](const DeviceLayer& l) { return !l.mlp_norm.empty(); });
   if (a.parallel_attention && mlp_norms) normed2_.reserve(T * h * es, "activations");
-  qkv_.reserve(T * (p.q_heads + 2 * p.kv_heads) * hd * es, "activations");
-  q_.reserve(T * p.q_heads * hd * es, "activations");
-  attn_.reserve(T * p.q_heads * hd * es, "activations");
-  if (a.family == Family::llama) up_.reserve(T * 2 * p.ffn_columns * es, "activations");
-  act_.reserve(T * p.ffn_columns * es, "activations");
+  std::size_t workspace_bytes = 0;
   if (seqs > 0 && max_context > 0) {
     DecodeAttentionParams shape;
     shape.seqs = seqs;
@@ -74,10 +71,14 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
     shape.act_dtype = w_.dtype;
     shape.cache_dtype = cache_dtype;
     chunk_ = decode_attention_chunk(shape);
-    workspace_.reserve(decode_attention_workspace_floats(seqs, shape.q_heads, shape.head_dim, max_context, chunk_) *
-                           sizeof(float),
-                       "the decode attention workspace");
+    workspace_bytes =
+        decode_attention_workspace_floats(seqs, shape.q_heads, shape.head_dim, max_context, chunk_) * sizeof(float);
   }
+  // Every intermediate of a layer in one region, the attention's and the MLP's taking turns.
+  const BranchShape shape{h,  (p.q_heads + 2 * p.kv_heads) * hd, p.q_heads * hd, p.ffn_columns, es,
+                          a.family == Family::llama, a.parallel_attention};
+  layout_ = branch_layout(shape, T, workspace_bytes);
+  branch_.reserve(layout_.bytes, "activations");
   if (logit_rows > 0) {
     const auto R = static_cast<std::size_t>(logit_rows);
     last_.reserve(R * h * es, "activations");
@@ -216,7 +217,7 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
   const std::int64_t qkv_width = std::int64_t(q_heads + 2 * kv_heads) * hd;
   const std::size_t es = act_bytes(w_.dtype);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  auto* qkv = qkv_.as<std::byte>();
+  auto* qkv = branch<std::byte>(layout_.qkv);
 
   // Rotary embedding, the query heads made contiguous (as both attention kernels read them) and
   // K and V written into their paged slots: one launch.
@@ -236,7 +237,7 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
   kw.act_dtype = w_.dtype;
   kw.cache_dtype = cache.dtype();
   rc.q_in = qkv;
-  rc.q_out = q_.get();
+  rc.q_out = branch<void>(layout_.q);
   rc.positions = meta<std::int32_t>(positions_at_);
   rc.inv_freq = inv_freq_.as<float>();
   rc.q_heads = q_heads;
@@ -246,12 +247,12 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
 
   // The fields both attention kernels share.
   const auto common = [&](auto& a) {
-    a.q = q_.get();
+    a.q = branch<void>(layout_.q);
     a.k_plane = cache.k(layer);
     a.v_plane = cache.v(layer);
     a.block_tables = meta<std::uint32_t>(tables_at_);
     a.context_lens = meta<std::uint32_t>(context_at_);
-    a.out = attn_.get();
+    a.out = branch<void>(layout_.attn);
     a.seqs = seqs_;
     a.q_heads = q_heads;
     a.kv_heads = kv_heads;
@@ -263,14 +264,14 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
     a.cache_dtype = cache.dtype();
   };
   // The first decode_seqs_ slots (one new row each: rows 0 .. decode_seqs_ - 1) by decode
-  // attention, the rest by prefill attention; both write their rows of attn_.
+  // attention, the rest by prefill attention; both write their rows of the attention output.
   if (decode_seqs_ > 0) {
     DecodeAttentionParams a;
     common(a);
     a.seqs = decode_seqs_;
     a.max_context = decode_max_context_;
     a.chunk_positions = chunk_;  // chosen and its workspace sized before the step's first collective
-    a.workspace = workspace_.as<float>();
+    a.workspace = branch<float>(layout_.workspace);
     decode_attention(a, stream_);
   }
   if (seqs_ > decode_seqs_) {
@@ -288,14 +289,16 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
 
 void CudaTransformer::mlp(const DeviceLayer& l, const void* in, void* out) {
   const std::int64_t f = w_.heads.ffn_columns;
+  void* act = branch<void>(layout_.act);
   if (w_.spec.family == Family::llama) {
-    gemm(in, l.w_up, up_.get(), tokens_, w_.dtype);  // [tokens, 2 f]: gate, then up
-    silu_mul({up_.get(), act_.get(), tokens_, f, w_.dtype}, stream_);
+    void* up = branch<void>(layout_.up);
+    gemm(in, l.w_up, up, tokens_, w_.dtype);  // [tokens, 2 f]: gate, then up
+    silu_mul({up, act, tokens_, f, w_.dtype}, stream_);
   } else {
-    gemm(in, l.w_up, act_.get(), tokens_, w_.dtype);
-    gelu(act_.get(), tokens_ * f, w_.dtype, stream_);
+    gemm(in, l.w_up, act, tokens_, w_.dtype);
+    gelu(act, tokens_ * f, w_.dtype, stream_);
   }
-  gemm(act_.get(), l.w_down, out, tokens_, w_.dtype);
+  gemm(act, l.w_down, out, tokens_, w_.dtype);
 }
 
 void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
@@ -333,25 +336,27 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     const DeviceLayer& l = w_.layers[i];
     if (pending) norm(l.attn_norm, l.attn_norm_bias, pending, normed_.get(), tokens_, x_.get());
     else norm(l.attn_norm, l.attn_norm_bias, x_.get(), normed_.get(), tokens_);
-    gemm(normed_.get(), l.wqkv, qkv_.get(), tokens_, w_.dtype);
+    gemm(normed_.get(), l.wqkv, branch<void>(layout_.qkv), tokens_, w_.dtype);
     attention(i, cache);
-    gemm(attn_.get(), l.wo, proj_.get(), tokens_, w_.dtype);
+    void* proj = s.parallel_attention ? proj_.get() : branch<void>(layout_.proj);
+    void* mlp_out = branch<void>(layout_.mlp_out);
+    gemm(branch<void>(layout_.attn), l.wo, proj, tokens_, w_.dtype);
     if (s.parallel_attention) {
       const void* mlp_in = normed_.get();
       if (!l.mlp_norm.empty()) {
         norm(l.mlp_norm, l.mlp_norm_bias, x_.get(), normed2_.get(), tokens_);
         mlp_in = normed2_.get();
       }
-      mlp(l, mlp_in, mlp_out_.get());
-      add_in_place(proj_.get(), mlp_out_.get(), tokens_ * h, w_.dtype, stream_);
-      reduce(proj_.get());  // one all-reduce for both branches
-      pending = proj_.get();
+      mlp(l, mlp_in, mlp_out);
+      add_in_place(proj, mlp_out, tokens_ * h, w_.dtype, stream_);
+      reduce(proj);  // one all-reduce for both branches
+      pending = proj;
     } else {
-      reduce(proj_.get());
-      norm(l.mlp_norm, l.mlp_norm_bias, proj_.get(), normed_.get(), tokens_, x_.get());
-      mlp(l, normed_.get(), mlp_out_.get());
-      reduce(mlp_out_.get());
-      pending = mlp_out_.get();
+      reduce(proj);
+      norm(l.mlp_norm, l.mlp_norm_bias, proj, normed_.get(), tokens_, x_.get());
+      mlp(l, normed_.get(), mlp_out);
+      reduce(mlp_out);
+      pending = mlp_out;
     }
   }
   if (pending) add_in_place(x_.get(), pending, tokens_ * h, w_.dtype, stream_);

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/model/transformer.hpp"
 #include "kernels/cuda/gemm.hpp"
+#include "kernels/cuda/model/branch_layout.hpp"
 #include "kernels/cuda/model/cuda_kv_cache.hpp"
 #include "kernels/cuda/model/cuda_weights.hpp"
 
@@ -100,8 +101,15 @@ class CudaTransformer {
               logit_rows_at_ = 0, kept_rows_at_ = 0;
   template <class T> T* meta(std::size_t at) const { return reinterpret_cast<T*>(meta_.as<std::byte>() + at); }
 
-  // Activations in the weights' dtype, [tokens_, ...].
-  DeviceBuffer x_, normed_, normed2_, qkv_, q_, attn_, proj_, up_, act_, mlp_out_, last_, workspace_;
+  // Activations in the weights' dtype, [tokens_, ...]: the residual stream, the norms' outputs,
+  // the parallel branches' projection, the logit rows; a layer's other intermediates in branch_,
+  // where layout_ (the step's, set by reserve()) puts them.
+  DeviceBuffer x_, normed_, normed2_, proj_, last_;
+  DeviceBuffer branch_;
+  BranchLayout layout_;
+  template <class T> T* branch(std::size_t offset) const {
+    return reinterpret_cast<T*>(branch_.as<std::byte>() + offset);
+  }
   DeviceBuffer kept_;         // [kept rows, hidden]: all_logits sequences' rows, final-normed
   DeviceBuffer logits_dev_;   // [rows, vocab] f32
   DeviceBuffer prompt_logits_dev_;  // [a slice of kept rows, vocab] f32 (prompt_logits)
