@@ -4,8 +4,8 @@
 // queries, the attention output, the decode attention workspace, the output projection) and then
 // the MLP's (gate and up, the activation, the down projection) take turns in it, as the memory
 // plan's activation estimate assumes (sim/model/memory_model.cpp: one layer's intermediates, one
-// branch at a time). Plain C++, no CUDA: the CPU test suite checks that no two intermediates
-// live at once overlap (tests/kernels/cuda/branch_layout_test.cpp).
+// branch at a time; both for parallel branches, which this region holds in less). Plain C++, no CUDA: the CPU test suite checks that no two intermediates
+// live at once overlap (tests/kernels/cuda/model/branch_layout_test.cpp).
 //
 // What lives at once, in the forward's order (each group is one step of it):
 //   QKV GEMM, rope_and_cache:      qkv, q

@@ -1,8 +1,10 @@
 // The cuda forward's branch region (kernels/cuda/model/branch_layout.hpp) over random shapes:
 // in every step of a layer, the intermediates live at once lie inside the region and apart; and
-// for a model on one GPU the region is the memory plan's estimate of one layer's intermediates
-// (sim/model/memory_model.cpp: QKV and attention output, or the MLP's, the larger), up to the
-// alignment, so the plan's activation workspace holds it.
+// for a model on one GPU the region is within the memory plan's estimate of one layer's
+// intermediates (sim/model/memory_model.cpp: QKV and attention output, or the MLP's, the larger;
+// parallel branches both, checked here against the larger alone), up to the alignment, so the
+// plan's activation workspace holds it. (Not so under tensor parallelism, where the projection
+// and the MLP's output are whole hidden rows, nor with a decode workspace past the MLP's share.)
 #define BOOST_TEST_MODULE branch_layout
 #include <boost/test/unit_test.hpp>
 
