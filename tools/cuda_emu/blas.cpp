@@ -96,26 +96,33 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
       (compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_PEDANTIC))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const std::size_t ab = actorlm::kernels::cuda::act_bytes(*at), cb = actorlm::kernels::cuda::act_bytes(*ct);
-  cuda_emu::count(cuda_emu::Counted::gemm);
   if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
   if (!on_device(A, ta ? k : m, ta ? m : k, lda, ab) || !on_device(B, tb ? n : k, tb ? k : n, ldb, ab) ||
       !on_device(C, m, n, ldc, cb))
     return CUBLAS_STATUS_INVALID_VALUE;  // cuBLAS would read or write past an allocation
+  // alpha and beta are read now (host pointer mode), the matrices when the product runs.
   const float a = *static_cast<const float*>(alpha), b = *static_cast<const float*>(beta);
-  // op(B) as n columns of k floats, op(A) one row of k floats at a time.
-  std::vector<float> bt(std::size_t(n) * k), row(k);
-  for (int j = 0; j < n; ++j)
-    for (int l = 0; l < k; ++l)
-      bt[std::size_t(j) * k + l] = load(B, *at, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
-  for (int i = 0; i < m; ++i) {
-    for (int l = 0; l < k; ++l)
-      row[l] = load(A, *at, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
-    for (int j = 0; j < n; ++j) {
-      const float* col = bt.data() + std::size_t(j) * k;
-      float acc = dot(row.data(), col, k);
-      const std::size_t c = std::size_t(i) + std::size_t(j) * ldc;
-      store(C, *ct, c, b == 0.0f ? a * acc : a * acc + b * load(C, *ct, c));
+  const auto av = *at, cv = *ct;
+  const auto run = [=] {
+    cuda_emu::count(cuda_emu::Counted::gemm);
+    // op(B) as n columns of k floats, op(A) one row of k floats at a time.
+    std::vector<float> bt(std::size_t(n) * k), row(k);
+    for (int j = 0; j < n; ++j)
+      for (int l = 0; l < k; ++l)
+        bt[std::size_t(j) * k + l] =
+            load(B, av, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
+    for (int i = 0; i < m; ++i) {
+      for (int l = 0; l < k; ++l)
+        row[l] = load(A, av, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
+      for (int j = 0; j < n; ++j) {
+        const float* col = bt.data() + std::size_t(j) * k;
+        const float acc = dot(row.data(), col, k);
+        const std::size_t c = std::size_t(i) + std::size_t(j) * ldc;
+        store(C, cv, c, b == 0.0f ? a * acc : a * acc + b * load(C, cv, c));
+      }
     }
-  }
+  };
+  if (cuda_emu::capturing()) cuda_emu::record(run);
+  else run();
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -61,6 +61,10 @@ void launch(const char* name, void (*kernel)(P...), const LaunchArgs& a, A&&... 
     return;
   }
   std::tuple<std::decay_t<P>...> params(std::forward<A>(args)...);
+  if (capturing()) {  // kept, with its arguments as they are now, for the graph
+    record([name, shape, kernel, params] { run_grid(name, shape, [&] { std::apply(kernel, params); }); });
+    return;
+  }
   run_grid(name, shape, [&] { std::apply(kernel, params); });
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace cuda_emu {
 
@@ -26,13 +27,22 @@ void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v);
 // What the emulation has run since the process started, each a stream operation that a GPU
 // queues for one launch or more: kernel launches, asynchronous copies and memsets, cuBLAS GEMMs,
 // NCCL all-reduces (all threads together). A step's count is what CUDA graphs would save the host.
+// Operations run by graph launches count as they run; graph_launches counts the launches (one
+// host call each).
 struct Counts {
-  std::uint64_t launches = 0, copies = 0, gemms = 0, all_reduces = 0;
+  std::uint64_t launches = 0, copies = 0, gemms = 0, all_reduces = 0, graph_launches = 0;
   std::uint64_t total() const { return launches + copies + gemms + all_reduces; }
 };
 Counts counts();
-enum class Counted { launch, copy, gemm, all_reduce };
+enum class Counted { launch, copy, gemm, all_reduce, graph_launch };
 void count(Counted what);
+
+// Stream capture (tools/cuda_emu/graph.cpp): whether the calling thread is capturing; record()
+// keeps an operation for the graph instead of running it; refused_in_capture() fails a call a GPU
+// refuses during a capture, and breaks the capture.
+bool capturing();
+void record(std::function<void()> op);
+cudaError_t refused_in_capture();
 
 // Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
 void set_last_error(cudaError_t e);

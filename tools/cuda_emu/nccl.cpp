@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,13 +115,11 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
-  const auto t = element_type(type);
-  if (comm == nullptr || op != ncclSum || !t) return ncclInvalidArgument;
-  const std::size_t bytes = actorlm::kernels::cuda::act_bytes(*t);
-  if (count > 0 && (!cuda_emu::device_range(send, count * bytes) || !cuda_emu::device_range(recv, count * bytes)))
-    return ncclInvalidArgument;
+namespace {
+
+// The sum of every rank's `send` into each rank's `recv`, once all ranks have called it.
+ncclResult_t all_reduce(const void* send, void* recv, size_t count, actorlm::kernels::cuda::ActDtype type,
+                        ncclComm_t comm) {
   cuda_emu::count(cuda_emu::Counted::all_reduce);
   Clique& c = *comm->clique;
   std::unique_lock lock(c.mu);
@@ -133,23 +132,42 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   };
   // The previous all-reduce's ranks have all taken their result.
   if (!c.cv.wait_until(lock, deadline, [&] { return !c.scattering || c.aborted; }) || c.aborted) return give_up();
-  if (c.arrived == 0) c.count = count, c.type = *t;
-  if (c.count != count || c.type != *t) return ncclInvalidUsage;
+  if (c.arrived == 0) c.count = count, c.type = type;
+  if (c.count != count || c.type != type) return ncclInvalidUsage;
   c.sends[comm->rank] = send;
   if (++c.arrived == c.nranks) {
     c.sum.assign(count, 0.0f);
     for (int r = 0; r < c.nranks; ++r)
-      for (std::size_t i = 0; i < count; ++i) c.sum[i] += cuda_emu::load(c.sends[r], *t, i);
+      for (std::size_t i = 0; i < count; ++i) c.sum[i] += cuda_emu::load(c.sends[r], type, i);
     c.scattering = true;
     c.cv.notify_all();
   } else if (!c.cv.wait_until(lock, deadline, [&] { return c.scattering || c.aborted; }) || c.aborted) {
     return give_up();
   }
-  for (std::size_t i = 0; i < count; ++i) cuda_emu::store(recv, *t, i, c.sum[i]);
+  for (std::size_t i = 0; i < count; ++i) cuda_emu::store(recv, type, i, c.sum[i]);
   if (++c.departed == c.nranks) {
     c.arrived = c.departed = 0;
     c.scattering = false;
     c.cv.notify_all();
   }
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t) {
+  const auto t = element_type(type);
+  if (comm == nullptr || op != ncclSum || !t) return ncclInvalidArgument;
+  const std::size_t bytes = actorlm::kernels::cuda::act_bytes(*t);
+  if (count > 0 && (!cuda_emu::device_range(send, count * bytes) || !cuda_emu::device_range(recv, count * bytes)))
+    return ncclInvalidArgument;
+  if (cuda_emu::capturing()) {  // each rank records its part; the graphs' launches meet
+    cuda_emu::record([=] {
+      if (all_reduce(send, recv, count, *t, comm) != ncclSuccess)
+        throw std::runtime_error("cuda_emu: an all-reduce in a graph failed (a rank gave up or the shapes differ)");
+    });
+    return ncclSuccess;
+  }
+  return all_reduce(send, recv, count, *t, comm);
 }

@@ -153,14 +153,15 @@ std::size_t dynamic_shared_limit(const void* kernel) {
 }
 
 namespace {
-std::atomic<std::uint64_t> counted[4];
+std::atomic<std::uint64_t> counted[5];
 }  // namespace
 
 void count(Counted what) { counted[static_cast<int>(what)].fetch_add(1, std::memory_order_relaxed); }
 
 Counts counts() {
   auto at = [](Counted c) { return counted[static_cast<int>(c)].load(std::memory_order_relaxed); };
-  return {at(Counted::launch), at(Counted::copy), at(Counted::gemm), at(Counted::all_reduce)};
+  return {at(Counted::launch), at(Counted::copy), at(Counted::gemm), at(Counted::all_reduce),
+          at(Counted::graph_launch)};
 }
 
 }  // namespace cuda_emu
@@ -219,19 +220,23 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (e::capturing()) return e::refused_in_capture();
   const cudaError_t r = e::allocations().allocate(p, bytes, true);
   return r == cudaSuccess ? r : e::fail(r);
 }
 cudaError_t cudaFree(void* p) {
+  if (e::capturing()) return e::refused_in_capture();
   const cudaError_t r = e::allocations().release(p, true);
   return r == cudaSuccess ? r : e::fail(r);
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  if (e::capturing()) return e::refused_in_capture();
   const cudaError_t r = e::allocations().allocate(p, bytes, false);
   return r == cudaSuccess ? r : e::fail(r);
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) {
+  if (e::capturing()) return e::refused_in_capture();
   const cudaError_t r = e::allocations().release(p, false);
   return r == cudaSuccess ? r : e::fail(r);
 }
@@ -243,41 +248,67 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
+  if (e::capturing()) return e::refused_in_capture();
   if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
   if (n > 0) std::memmove(dst, src, n);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
-  e::count(e::Counted::copy);
-  return cudaMemcpy(dst, src, n, kind);
+  if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
+  const auto run = [=] {
+    e::count(e::Counted::copy);
+    if (n > 0) std::memmove(dst, src, n);
+  };
+  if (e::capturing()) e::record(run);
+  else run();
+  return cudaSuccess;
 }
+namespace {
+
+// A 2-D copy checked, then run now or recorded for a graph (`async`).
+cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                    cudaMemcpyKind kind, bool async) {
+  if (!async && e::capturing()) return e::refused_in_capture();
+  if (width > dpitch || width > spitch) return e::fail(cudaErrorInvalidPitchValue);
+  if (height > 0 && width > 0 && !e::copy_ok(dst, dpitch * (height - 1) + width, src, spitch * (height - 1) + width, kind))
+    return e::fail(cudaErrorInvalidValue);
+  const auto run = [=] {
+    if (async) e::count(e::Counted::copy);
+    for (std::size_t r = 0; r < height; ++r)
+      std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  };
+  if (async && e::capturing()) e::record(run);
+  else run();
+  return cudaSuccess;
+}
+
+cudaError_t set(void* p, int value, size_t n, bool async) {
+  if (!async && e::capturing()) return e::refused_in_capture();
+  if (n > 0 && !e::allocations().on_device(p, n)) return e::fail(cudaErrorInvalidValue);
+  const auto run = [=] {
+    if (async) e::count(e::Counted::copy);
+    if (n > 0) std::memset(p, value, n);
+  };
+  if (async && e::capturing()) e::record(run);
+  else run();
+  return cudaSuccess;
+}
+
+}  // namespace
+
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
-  if (width > dpitch || width > spitch) return e::fail(cudaErrorInvalidPitchValue);
-  if (height == 0 || width == 0) return cudaSuccess;
-  if (!e::copy_ok(dst, dpitch * (height - 1) + width, src, spitch * (height - 1) + width, kind))
-    return e::fail(cudaErrorInvalidValue);
-  for (std::size_t r = 0; r < height; ++r)
-    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
-  return cudaSuccess;
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, false);
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t) {
-  e::count(e::Counted::copy);
-  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, true);
 }
-cudaError_t cudaMemset(void* p, int value, size_t n) {
-  if (n > 0 && !e::allocations().on_device(p, n)) return e::fail(cudaErrorInvalidValue);
-  if (n > 0) std::memset(p, value, n);
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) {
-  e::count(e::Counted::copy);
-  return cudaMemset(p, value, n);
-}
+cudaError_t cudaMemset(void* p, int value, size_t n) { return set(p, value, n, false); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) { return set(p, value, n, true); }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() { return e::capturing() ? e::refused_in_capture() : cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return e::capturing() ? e::refused_in_capture() : cudaSuccess; }
 cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   if (s == nullptr) return e::fail(cudaErrorInvalidValue);
@@ -296,7 +327,10 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { return ev != nullptr ? cudaSuccess : e::fail(cudaErrorInvalidResourceHandle); }
-cudaError_t cudaEventSynchronize(cudaEvent_t ev) { return ev != nullptr ? cudaSuccess : e::fail(cudaErrorInvalidResourceHandle); }
+cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
+  if (e::capturing()) return e::refused_in_capture();
+  return ev != nullptr ? cudaSuccess : e::fail(cudaErrorInvalidResourceHandle);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
   delete ev;
   return cudaSuccess;
@@ -316,6 +350,9 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     default: return "cudaErrorUnknown";
   }
 }
@@ -327,6 +364,9 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     default: return "unknown error";
   }
 }

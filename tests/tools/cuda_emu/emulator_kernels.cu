@@ -78,6 +78,10 @@ void block_sum(const float* in, float* out, int blocks, int threads) {
   cudaDeviceSynchronize();
 }
 
+void block_sum_on(const float* in, float* out, int blocks, int threads, cudaStream_t stream) {
+  block_sum_kernel<<<blocks, threads, 0, stream>>>(in, out);
+}
+
 void neighbours(float* out, int threads, bool barrier) {
   neighbour_kernel<<<1, threads, threads * sizeof(float)>>>(out, barrier);
   cudaDeviceSynchronize();

@@ -10,6 +10,8 @@ namespace cuda_emu_test {
 
 // out[b] = the sum of in[b * threads .. (b + 1) * threads) (block_sum of block_reduce.cuh).
 void block_sum(const float* in, float* out, int blocks, int threads);
+// The same on `stream`, without waiting for it (what a stream capture may record).
+void block_sum_on(const float* in, float* out, int blocks, int threads, cudaStream_t stream);
 // out[i] = i - 1 (out[0] = 0), written by thread i - 1 into shared memory; without the barrier
 // the read may come first.
 void neighbours(float* out, int threads, bool barrier);

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/tools/cuda_emu/emulator_kernels.hpp"
+#include "tools/cuda_emu/host.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -251,4 +252,70 @@ BOOST_AUTO_TEST_CASE(all_reduce_sums_over_ranks_on_their_own_threads) {
     }
   }
   for (auto c : comms) ncclCommDestroy(c);
+}
+
+// Stream capture: what the capturing thread issues (a launch, an asynchronous copy from pinned
+// memory, a GEMM) is recorded, not run; each cudaGraphLaunch runs it all, reading the pinned
+// buffer as it is then; what a GPU refuses during a capture breaks it.
+BOOST_AUTO_TEST_CASE(a_captured_stream_runs_nothing_until_its_graph_launches_and_then_each_time) {
+  cudaStream_t s = nullptr;
+  BOOST_REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  cublasHandle_t h = nullptr;
+  BOOST_REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);
+  const int threads = 64;
+  std::vector<float> in(threads, 1.0f);
+  Device<float> din(threads), dsum(1), a(std::vector<float>{2.0f}), b(std::vector<float>{3.0f}), c(std::vector<float>{0.0f});
+  float* pinned = nullptr;
+  BOOST_REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&pinned), threads * sizeof(float)) == cudaSuccess);
+  std::copy(in.begin(), in.end(), pinned);
+  const auto before = cuda_emu::counts();
+
+  BOOST_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  cudaStreamCaptureStatus status{};
+  BOOST_TEST((cudaStreamIsCapturing(s, &status) == cudaSuccess && status == cudaStreamCaptureStatusActive));
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, threads * sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess);
+  cuda_emu_test::block_sum_on(din.ptr, dsum.ptr, 1, threads, s);
+  const float one = 1.0f, zero = 0.0f;
+  BOOST_REQUIRE(cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &one, a.ptr, CUDA_R_32F, 1, b.ptr, CUDA_R_32F, 1,
+                             &zero, c.ptr, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
+  cudaGraph_t graph = nullptr;
+  BOOST_REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  BOOST_TEST(c.host()[0] == 0.0f);  // nothing ran
+  BOOST_TEST(cuda_emu::counts().total() == before.total());
+
+  cudaGraphExec_t exec = nullptr;
+  BOOST_REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  BOOST_REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  BOOST_TEST(dsum.host()[0] == float(threads));
+  BOOST_TEST(c.host()[0] == 6.0f);
+  std::fill(pinned, pinned + threads, 2.0f);  // the copy reads the pinned buffer at each launch
+  BOOST_REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  BOOST_TEST(dsum.host()[0] == float(2 * threads));
+  const auto after = cuda_emu::counts();
+  BOOST_TEST(after.graph_launches - before.graph_launches == 2u);
+  BOOST_TEST(after.launches - before.launches == 2u);
+  BOOST_TEST(after.copies - before.copies == 2u);
+  BOOST_TEST(after.gemms - before.gemms == 2u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+
+  // A synchronisation, a synchronous copy or an allocation during a capture: refused, and the
+  // capture with it.
+  const auto refused = [&](auto call) {
+    BOOST_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    BOOST_TEST(call() == cudaErrorStreamCaptureUnsupported);
+    cudaGraph_t g = nullptr;
+    BOOST_TEST(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
+    BOOST_TEST(g == nullptr);
+    cudaGetLastError();
+  };
+  refused([&] { return cudaStreamSynchronize(s); });
+  refused([&] { return cudaMemcpy(din.ptr, pinned, sizeof(float), cudaMemcpyHostToDevice); });
+  refused([&] {
+    void* p = nullptr;
+    return cudaMalloc(&p, 64);
+  });
+  cudaFreeHost(pinned);
+  cublasDestroy(h);
+  cudaStreamDestroy(s);
 }
