@@ -63,6 +63,10 @@ struct EngineConfig {
   // cuda backend: the GPU of each rank this process hosts, in rank order (CUDA ordinals as
   // CUDA_VISIBLE_DEVICES leaves them, distinct, [0, 1023]); empty: 0, 1, 2, ...
   std::vector<std::int64_t> devices;
+  // cuda backend: decode steps replayed as CUDA graphs (one per padded batch size, captured at
+  // first use), so the host issues two calls a step instead of one per kernel. Off by default
+  // until it has run on a GPU.
+  bool cuda_graphs = false;
   bool operator==(const EngineConfig&) const = default;
 
   // The shard ranks the engine runs: stages in order, each its tensor-parallel ranks.

@@ -62,6 +62,7 @@ void read_engine(TableReader& r, EngineConfig& c) {
   r.integer("seed", c.seed, {0, int64_max});
   r.number("step_timeout_s", c.step_timeout_s, {0, 86400, /*lo_open=*/true});
   r.integer_array("devices", c.devices, {0, 1023});
+  r.boolean("cuda_graphs", c.cuda_graphs);
 }
 
 void read_cache(TableReader& r, CacheConfig& c) {
@@ -217,6 +218,11 @@ void check_sim_nodes(const Config& c, const Sections& s, ErrorList& errors) {
 // Which ranks a process hosts is known only when it loads them (a worker's config does not say;
 // a head may host none), so that is where a list is checked for exactly one GPU per rank.
 void check_devices(const Config& c, const Sections& s, ErrorList& errors) {
+  if (s.engine.valid("cuda_graphs") && c.engine.cuda_graphs && s.engine.valid("backend") &&
+      c.engine.backend != Backend::cuda)
+    add_cross_field_error(errors, {{s.engine, "cuda_graphs"}, {s.engine, "backend"}},
+                          "engine.cuda_graphs replays the cuda backend's decode steps; engine.backend is \"" +
+                              std::string(to_string(c.engine.backend)) + "\"");
   const auto& d = c.engine.devices;
   if (!s.engine.valid("devices") || d.empty()) return;
   if (s.engine.valid("backend") && c.engine.backend != Backend::cuda) {

@@ -122,6 +122,7 @@ std::string to_toml(const Config& c) {
   w.entry("tensor_parallel_degree", c.engine.tensor_parallel_degree);
   w.entry("pipeline_parallel_degree", c.engine.pipeline_parallel_degree);
   w.entry("devices", c.engine.devices);
+  w.entry("cuda_graphs", c.engine.cuda_graphs);
   w.entry("batching", to_string(c.engine.batching));
   w.entry("seed", c.engine.seed);
   w.entry("step_timeout_s", c.engine.step_timeout_s);

@@ -87,7 +87,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   if (e::capturing()) return e::refused_in_capture();  // a graph inside a capture: not emulated
   e::count(e::Counted::graph_launch);
-  for (const auto& op : exec->ops) op();
+  for (const auto& op : exec->ops) {
+    op();
+    e::count(e::Counted::replayed);
+  }
   return cudaSuccess;
 }
 

@@ -27,14 +27,15 @@ void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v);
 // What the emulation has run since the process started, each a stream operation that a GPU
 // queues for one launch or more: kernel launches, asynchronous copies and memsets, cuBLAS GEMMs,
 // NCCL all-reduces (all threads together). A step's count is what CUDA graphs would save the host.
-// Operations run by graph launches count as they run; graph_launches counts the launches (one
-// host call each).
+// Operations run by graph launches count as they run, and in `replayed` too; graph_launches
+// counts the launches. The host issued total() - replayed + graph_launches calls.
 struct Counts {
-  std::uint64_t launches = 0, copies = 0, gemms = 0, all_reduces = 0, graph_launches = 0;
+  std::uint64_t launches = 0, copies = 0, gemms = 0, all_reduces = 0, graph_launches = 0, replayed = 0;
   std::uint64_t total() const { return launches + copies + gemms + all_reduces; }
+  std::uint64_t host_calls() const { return total() - replayed + graph_launches; }
 };
 Counts counts();
-enum class Counted { launch, copy, gemm, all_reduce, graph_launch };
+enum class Counted { launch, copy, gemm, all_reduce, graph_launch, replayed };
 void count(Counted what);
 
 // Stream capture (tools/cuda_emu/graph.cpp): whether the calling thread is capturing; record()

@@ -153,7 +153,7 @@ std::size_t dynamic_shared_limit(const void* kernel) {
 }
 
 namespace {
-std::atomic<std::uint64_t> counted[5];
+std::atomic<std::uint64_t> counted[6];
 }  // namespace
 
 void count(Counted what) { counted[static_cast<int>(what)].fetch_add(1, std::memory_order_relaxed); }
@@ -161,7 +161,7 @@ void count(Counted what) { counted[static_cast<int>(what)].fetch_add(1, std::mem
 Counts counts() {
   auto at = [](Counted c) { return counted[static_cast<int>(c)].load(std::memory_order_relaxed); };
   return {at(Counted::launch), at(Counted::copy), at(Counted::gemm), at(Counted::all_reduce),
-          at(Counted::graph_launch)};
+          at(Counted::graph_launch), at(Counted::replayed)};
 }
 
 }  // namespace cuda_emu

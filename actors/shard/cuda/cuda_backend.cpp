@@ -97,7 +97,7 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
         host, dtype,
         CudaShardOptions{device_of[i], block_size, out.capacity.device_blocks, out.capacity.host_blocks, kv_dtype,
                          cfg.scheduler.max_num_batched_tokens, static_cast<std::int32_t>(cfg.scheduler.max_num_seqs),
-                         static_cast<std::uint32_t>(cfg.model.max_model_len)},
+                         static_cast<std::uint32_t>(cfg.model.max_model_len), cfg.engine.cuda_graphs},
         std::move(reduce)));
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -35,6 +35,7 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
     transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, weights_.samples() ? o.max_seqs : 0,
                           o.block_size, o.kv_dtype);  // logits only where they are sampled
     if (weights_.samples()) sampler_.reserve(static_cast<std::size_t>(o.max_seqs));
+    if (o.graphs) transformer_->enable_graphs(o.max_seqs, o.max_model_len);
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
         static_cast<std::uint32_t>(host_weights.layers.size()), static_cast<std::int32_t>(host_weights.heads.kv_heads),
         static_cast<std::int32_t>(host_weights.spec.head_dim), o.block_size, o.device_blocks, o.host_blocks,

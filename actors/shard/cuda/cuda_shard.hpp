@@ -27,6 +27,8 @@ struct CudaShardOptions {
   std::int64_t max_batched_tokens = 2048;
   std::int32_t max_seqs = 64;
   std::uint32_t max_model_len = 2048;
+  // Decode steps as CUDA graphs (engine.cuda_graphs; CudaTransformer::enable_graphs).
+  bool graphs = false;
 };
 
 class CudaShard {
@@ -49,6 +51,9 @@ class CudaShard {
   int device() const { return device_; }
   std::size_t weight_bytes() const { return weights_.bytes; }
   const SequenceState& sequences() const { return seqs_; }
+  // Steps whose forward ran as a CUDA graph (CudaShardOptions::graphs).
+  std::uint64_t graph_steps() const { return transformer_->graph_steps(); }
+  std::uint64_t graph_captures() const { return transformer_->graph_captures(); }
 
  private:
   int device_;

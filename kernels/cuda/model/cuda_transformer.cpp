@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace actorlm::kernels::cuda {
 
@@ -42,6 +44,18 @@ CudaTransformer::CudaTransformer(const CudaWeights& weights, cudaStream_t stream
   ACTORLM_CUDA_CHECK(
       cudaMemcpyAsync(inv_freq_.get(), inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
   ACTORLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `inv` goes out of scope
+}
+
+CudaTransformer::~CudaTransformer() {
+  for (auto& [rows, g] : graphs_)
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+}
+
+void CudaTransformer::enable_graphs(std::int32_t max_seqs, std::uint32_t max_context) {
+  if (max_seqs <= 0 || max_context == 0)
+    throw std::invalid_argument("cuda transformer: graphs need a batch size and a context length above 0");
+  graph_max_seqs_ = max_seqs;
+  graph_max_context_ = max_context;
 }
 
 void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint32_t max_context, std::int64_t logit_rows,
@@ -110,7 +124,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
       if (t < 0 || t >= vocab)
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
     tokens += n;
-    max_blocks = std::max(max_blocks, needed);
+    max_blocks = std::max({max_blocks, needed, table_blocks_});
     if (n == 1) decode_max_context = std::max(decode_max_context, context);
     else max_query = std::max(max_query, n);
     logit_rows += q.want_logits && n > 0 ? 1 : 0;
@@ -301,32 +315,9 @@ void CudaTransformer::mlp(const DeviceLayer& l, const void* in, void* out) {
   gemm(act, l.w_down, out, tokens_, w_.dtype);
 }
 
-void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
-                              std::vector<float>* logits) {
+void CudaTransformer::enqueue_layers(CudaKvCache& cache) {
   const model::Architecture& s = w_.spec;
-  if (logits) logits->clear();
-  // A step that failed may have left copies from the pinned buffers pending: let them finish
-  // before the buffers are refilled or reallocated.
-  timed_sync(stream_, waited_ns_);
-  upload_batch(seqs, cache);  // throws before anything is enqueued
-  if (tokens_ == 0) return;
   const std::int64_t h = s.hidden;
-  // Every buffer the step needs, before its first collective: a cudaFree while another rank's
-  // all-reduce waits for this one could deadlock the group.
-  reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
-          cache.dtype());
-  if (!compute_logits) kept_rows_ = 0;
-  // Only the sampling rank keeps rows: should its buffer not fit (a step larger than the one the
-  // shard reserved for), it still runs the forward, whose all-reduces the other ranks wait for,
-  // and fails the step after it.
-  std::exception_ptr no_room;
-  if (kept_rows_ > 0) try {
-      kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
-    } catch (...) {
-      no_room = std::current_exception();
-    }
-  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
-
   embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
             stream_);
   // A branch's output not yet added to the residual stream: the next norm adds it (one launch
@@ -360,6 +351,113 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     }
   }
   if (pending) add_in_place(x_.get(), pending, tokens_ * h, w_.dtype, stream_);
+}
+
+void CudaTransformer::enqueue_logits(std::int64_t rows) {
+  // Final norm and output projection only for the rows whose logits are wanted (gathered as an
+  // embedding lookup whose table is the activations).
+  const std::int64_t h = w_.spec.hidden;
+  embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), rows, tokens_, h, w_.dtype, w_.dtype}, stream_);
+  norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), rows);
+  gemm(last_.get(), w_.output_matrix(), logits_dev_.get(), rows, ActDtype::f32);
+}
+
+bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
+  if (graph_max_seqs_ == 0 || seqs.empty() || seqs.size() > std::size_t(graph_max_seqs_)) return false;
+  return std::all_of(seqs.begin(), seqs.end(), [&](const cpu::ForwardSeq& q) {
+    return q.tokens.size() == 1 && q.want_logits && !q.all_logits && q.first_position < graph_max_context_;
+  });
+}
+
+void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits) {
+  // The batch padded to its graph's size: rows at position 0 of block 0 that write nothing
+  // (their slots are set to -1 below) and whose outputs nobody reads.
+  static const std::int32_t pad_token = 0;
+  static const std::uint32_t pad_block = 0;
+  const std::size_t n = seqs.size();
+  std::size_t rows = 1;
+  while (rows < n) rows *= 2;
+  rows = std::max(n, std::min(rows, std::size_t(graph_max_seqs_)));
+  padded_.assign(seqs.begin(), seqs.end());
+  padded_.resize(rows, cpu::ForwardSeq{{&pad_token, 1}, 0, {&pad_block, 1}, true, false});
+  const std::uint32_t bs = cache.block_size();
+  table_blocks_ = (graph_max_context_ + bs - 1) / bs;
+  try {
+    upload_batch(padded_, cache);  // throws before anything is enqueued
+  } catch (...) {
+    table_blocks_ = 0;
+    throw;
+  }
+  table_blocks_ = 0;
+  auto* slots = reinterpret_cast<std::int64_t*>(host_meta_.as<std::byte>() + slots_at_);
+  std::fill(slots + n, slots + rows, std::int64_t{-1});
+  decode_max_context_ = graph_max_context_;  // the grid of decode attention: shorter contexts skip chunks
+  const auto R = static_cast<std::int64_t>(rows);
+  reserve(R, static_cast<std::int32_t>(rows), graph_max_context_, compute_logits ? R : 0, bs, cache.dtype());
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
+
+  // The graph names these buffers and shapes; captured again when one of them has changed.
+  const std::vector<const void*> over{meta_.get(),      branch_.get(),  x_.get(),       normed_.get(),
+                                      normed2_.get(),   proj_.get(),    last_.get(),    logits_dev_.get(),
+                                      cache.k(0),       cache.v(0),     reinterpret_cast<const void*>(std::uintptr_t(chunk_)),
+                                      reinterpret_cast<const void*>(std::uintptr_t(compute_logits))};
+  Graph& g = graphs_[rows];
+  if (g.exec == nullptr || g.over != over) {
+    if (g.exec != nullptr) ACTORLM_CUDA_CHECK(cudaGraphExecDestroy(std::exchange(g.exec, nullptr)));
+    ACTORLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_layers(cache);
+      if (compute_logits) enqueue_logits(R);
+    } catch (...) {
+      cudaGraph_t broken = nullptr;
+      cudaStreamEndCapture(stream_, &broken);
+      if (broken != nullptr) cudaGraphDestroy(broken);
+      throw;
+    }
+    cudaGraph_t graph = nullptr;
+    ACTORLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+    cudaGraphDestroy(graph);
+    ACTORLM_CUDA_CHECK(made);
+    g.over = over;
+    ++graph_captures_;
+  }
+  ACTORLM_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+  ++graph_steps_;
+  // What the caller reads: the real sequences' logit rows (the first n), nothing kept.
+  tokens_ = static_cast<std::int64_t>(n);
+  logit_rows_ = compute_logits ? static_cast<std::uint32_t>(n) : 0;
+  kept_rows_ = 0;
+  if (!compute_logits) timed_sync(stream_, waited_ns_);
+}
+
+void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits,
+                              std::vector<float>* logits) {
+  const model::Architecture& s = w_.spec;
+  if (logits) logits->clear();
+  // A step that failed may have left copies from the pinned buffers pending: let them finish
+  // before the buffers are refilled or reallocated.
+  timed_sync(stream_, waited_ns_);
+  if (logits == nullptr && graphable(seqs)) return forward_graph(seqs, cache, compute_logits);
+  upload_batch(seqs, cache);  // throws before anything is enqueued
+  if (tokens_ == 0) return;
+  const std::int64_t h = s.hidden;
+  // Every buffer the step needs, before its first collective: a cudaFree while another rank's
+  // all-reduce waits for this one could deadlock the group.
+  reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
+          cache.dtype());
+  if (!compute_logits) kept_rows_ = 0;
+  // Only the sampling rank keeps rows: should its buffer not fit (a step larger than the one the
+  // shard reserved for), it still runs the forward, whose all-reduces the other ranks wait for,
+  // and fails the step after it.
+  std::exception_ptr no_room;
+  if (kept_rows_ > 0) try {
+      kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
+    } catch (...) {
+      no_room = std::current_exception();
+    }
+  ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
+  enqueue_layers(cache);
   if (no_room) {
     kept_rows_ = logit_rows_ = 0;
     timed_sync(stream_, waited_ns_);
@@ -384,12 +482,8 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     timed_sync(stream_, waited_ns_);
     return;
   }
-  // Final norm and output projection only for the rows whose logits are wanted (gathered as an
-  // embedding lookup whose table is the activations).
   const std::int64_t R = logit_rows_;
-  embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), R, tokens_, h, w_.dtype, w_.dtype}, stream_);
-  norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), R);
-  gemm(last_.get(), out, logits_dev_.get(), R, ActDtype::f32);
+  enqueue_logits(R);
   if (logits == nullptr) return;  // on the device for the caller, in stream order
   to_host(logits_dev_.get(), std::size_t(R) * std::size_t(out.rows), *logits);
 }

@@ -18,6 +18,7 @@
 #include "kernels/cuda/model/cuda_weights.hpp"
 
 #include <functional>
+#include <map>
 #include <vector>
 
 namespace actorlm::kernels::cuda {
@@ -32,6 +33,20 @@ class CudaTransformer {
   // Layer splits (weights.stages > 1) are not run on the GPU yet, nor head_dim other than 64
   // and 128: std::invalid_argument.
   CudaTransformer(const CudaWeights& weights, cudaStream_t stream, DeviceAllReduce all_reduce = {});
+  ~CudaTransformer();
+  CudaTransformer(const CudaTransformer&) = delete;
+  CudaTransformer& operator=(const CudaTransformer&) = delete;
+
+  // From now on, decode steps run as CUDA graphs: steps whose sequences each add one row, all
+  // want logits and none is scored, at most `max_seqs` of them at contexts within `max_context`
+  // (max_model_len), left to forward() with logits on the device. The batch is padded to a power
+  // of two (or max_seqs) with rows that write nothing, its block tables and decode attention
+  // sized for max_context, so that one graph per padded size, captured at its first step (and
+  // again when a buffer it names has moved), serves every such step: the host then issues the
+  // metadata copy and one graph launch instead of a launch per kernel.
+  void enable_graphs(std::int32_t max_seqs, std::uint32_t max_context);
+  std::uint64_t graph_steps() const { return graph_steps_; }        // forwards run as a graph
+  std::uint64_t graph_captures() const { return graph_captures_; }  // of them, captured first
 
   // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
   // the logits are [logit_rows(), vocab] f32, one row per sequence with want_logits (its last
@@ -66,6 +81,12 @@ class CudaTransformer {
 
  private:
   void upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache);
+  bool graphable(std::span<const cpu::ForwardSeq> seqs) const;
+  void forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits);
+  // The step's launches, with no synchronisation (what a graph captures): the embedding, every
+  // layer and the last residual add; then the final norm and output projection of `rows` rows.
+  void enqueue_layers(CudaKvCache& cache);
+  void enqueue_logits(std::int64_t rows);
   // out = norm(x); with `residual`: residual += x, then out = norm(residual) (one launch).
   void norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows,
             void* residual = nullptr);
@@ -93,6 +114,7 @@ class CudaTransformer {
   std::vector<std::size_t> row_of_;      // step's sequence -> its first row
   std::int64_t waited_ns_ = 0;
   std::uint32_t chunk_ = 512;      // decode attention's chunk for the step (reserve())
+  std::uint32_t table_blocks_ = 0; // > 0: every block table this wide (a graph's step)
   std::size_t meta_bytes_ = 0;
   PinnedBuffer host_meta_;
   DeviceBuffer meta_;
@@ -114,6 +136,18 @@ class CudaTransformer {
   DeviceBuffer logits_dev_;   // [rows, vocab] f32
   DeviceBuffer prompt_logits_dev_;  // [a slice of kept rows, vocab] f32 (prompt_logits)
   PinnedBuffer logits_host_;  // the same, pinned for the copy back
+
+  // CUDA graphs of decode steps (enable_graphs), by padded batch size, with the buffers and
+  // shapes they were captured over.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<const void*> over;
+  };
+  std::map<std::size_t, Graph> graphs_;
+  std::int32_t graph_max_seqs_ = 0;
+  std::uint32_t graph_max_context_ = 0;
+  std::vector<cpu::ForwardSeq> padded_;
+  std::uint64_t graph_steps_ = 0, graph_captures_ = 0;
 };
 
 }  // namespace actorlm::kernels::cuda

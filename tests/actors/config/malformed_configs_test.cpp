@@ -177,6 +177,11 @@ const std::vector<MalformedCase> cases = {
     {"devices_more_than_ranks", "[engine]\nbackend = \"cuda\"\ntensor_parallel_degree = 2\ndevices = [3, 1, 0]\n", 4,
      11, "engine.devices", "engine.devices lists 3 GPUs, more than there are ranks (engine.tensor_parallel_degree = 2)"},
     {"devices_negative", "[engine]\nbackend = \"cuda\"\ndevices = [-1]\n", 3, 12, "engine.devices[0]", "[0, 1023]"},
+    // engine.cuda_graphs: the cuda backend's.
+    {"cuda_graphs_for_another_backend", "[engine]\nbackend = \"cpu\"\ncuda_graphs = true\n", 3, 15,
+     "engine.cuda_graphs", "engine.cuda_graphs replays the cuda backend's decode steps; engine.backend is \"cpu\""},
+    {"cuda_graphs_not_a_boolean", "[engine]\nbackend = \"cuda\"\ncuda_graphs = 1\n", 3, 15, "engine.cuda_graphs",
+     "found an integer (1)"},
 
     // Cluster rules across keys: placement, TLS, plaintext off the machine, virtual time.
     {"more_workers_than_ranks", "[cluster]\nworkers = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n", 2, 11,

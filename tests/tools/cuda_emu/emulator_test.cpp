@@ -296,6 +296,8 @@ BOOST_AUTO_TEST_CASE(a_captured_stream_runs_nothing_until_its_graph_launches_and
   BOOST_TEST(after.launches - before.launches == 2u);
   BOOST_TEST(after.copies - before.copies == 2u);
   BOOST_TEST(after.gemms - before.gemms == 2u);
+  BOOST_TEST(after.replayed - before.replayed == 6u);
+  BOOST_TEST(after.host_calls() - before.host_calls() == 2u);  // the two graph launches
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 

@@ -15,6 +15,9 @@
 #include "actors/engine/completions.hpp"
 #include "actors/serving/backend.hpp"
 #include "actors/serving/served_model.hpp"
+#ifdef ACTORLM_CUDA_EMU
+#include "tools/cuda_emu/host.hpp"
+#endif
 #include "tests/support/random_prompts.hpp"
 #include "tests/support/gpu_test_main.hpp"
 
@@ -188,4 +191,26 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_three_over_nccl_gives_the_tokens_of_one,
   const auto one = generate(cfg, ps, 10);
   cfg.engine.tensor_parallel_degree = 3;
   expect_same(generate(cfg, ps, 10), one, 10);
+}
+
+// engine.cuda_graphs: the decode steps replayed as CUDA graphs (captured per padded batch size,
+// with the all-reduces among them under tensor parallelism) give the tokens of the steps run
+// launch by launch, on one rank and on three.
+BOOST_AUTO_TEST_CASE(decode_steps_as_cuda_graphs_give_the_tokens_of_launch_by_launch_steps,
+                     *boost::unit_test::precondition(model_present) * boost::unit_test::precondition(three_devices)) {
+  auto cfg = base_config(config::Backend::cuda);
+  cfg.cache.num_gpu_blocks_override = 256;
+  const auto ps = testing::random_prompts(5, vocab, 9);
+  const auto eager = generate(cfg, ps, 10);
+  cfg.engine.cuda_graphs = true;
+#ifdef ACTORLM_CUDA_EMU
+  const auto before = cuda_emu::counts().graph_launches;
+#endif
+  expect_same(generate(cfg, ps, 10), eager, 10);
+  cfg.engine.tensor_parallel_degree = 3;
+  expect_same(generate(cfg, ps, 10), eager, 10);
+#ifdef ACTORLM_CUDA_EMU
+  // 9 decode steps each time: one graph launch a step, on each of the 1 + 3 ranks.
+  BOOST_TEST(cuda_emu::counts().graph_launches - before == 4u * 9u);
+#endif
 }

@@ -374,6 +374,31 @@ BOOST_AUTO_TEST_CASE(the_gpu_shard_samples_what_the_cpu_shard_samples_on_fixture
   }
 }
 
+// engine.cuda_graphs: the scenario's decode steps (those of 1 to 4 sequences, none scored) run
+// as CUDA graphs, padded to 1, 2 or 4 rows, with decode attention sized for max_model_len; the
+// others (prefills, the chunked prefill beside decodes) as before. The same agreement with the
+// cpu shard as without graphs.
+BOOST_AUTO_TEST_CASE(decode_steps_replayed_as_cuda_graphs_sample_what_the_cpu_shard_samples) {
+  for (const Case& k : {cases[0], cases[3]}) {
+    const auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
+    const auto w = random_weights(a, 42);
+    for (const bool exact : {true, false}) {
+      shard::CpuShard c(w, {block_size, 256, 64, 1, exact ? cpu::KvDtype::f32 : cpu::KvDtype::f16});
+      shard::CudaShardOptions o{0, block_size, 256, 64, exact ? gpu::ActDtype::f32 : gpu::ActDtype::f16};
+      o.max_model_len = 1024;
+      o.graphs = true;
+      shard::CudaShard g(*w, exact ? gpu::ActDtype::f32 : gpu::ActDtype::bf16, o);
+      check(run_scenario(c, g, a.vocab), exact, std::string(k.name) + (exact ? " f32" : " bf16") + ", graphs");
+      // Replayed, not only captured: a graph per padded size, captured again only when a buffer
+      // it names moved (the 700-token prompt's step grows the activations once).
+      BOOST_TEST(g.graph_steps() > 0u, k.name);
+      BOOST_TEST(g.graph_captures() < g.graph_steps(), k.name);
+      std::printf("%s: %llu steps as graphs, %llu captures\n", k.name, static_cast<unsigned long long>(g.graph_steps()),
+                  static_cast<unsigned long long>(g.graph_captures()));
+    }
+  }
+}
+
 // Prompt log-probabilities (echo with logprobs, vLLM's prompt_logprobs): the cuda shard keeps a
 // scored prompt's final rows on the GPU and projects them a slice at a time (256 rows for these
 // models' 512 tokens), scored on the host as the cpu shard scores its own. Step 1: a 600-token
@@ -522,52 +547,72 @@ BOOST_AUTO_TEST_CASE(steps_the_gpu_shard_cannot_run_are_refused_before_anything_
 }
 
 #ifdef ACTORLM_CUDA_EMU
-// What the host queues for one step: every kernel launch, copy, GEMM and all-reduce is a stream
-// operation the host pays for in every step (a few microseconds each on a GPU), which CUDA graphs
-// would replay as one. Counted on the emulation for decode steps of 4 sequences (greedy, on the
-// GPU), for models of 3 and 5 layers: per layer and per step, pinned so a change shows.
+// What the host issues for one step: every kernel launch, copy, GEMM and all-reduce is a call
+// the host pays for in every step (a few microseconds each on a GPU), which a CUDA graph replays
+// from one launch. Counted on the emulation for decode steps of 4 sequences (greedy, on the
+// GPU), for models of 3 and 5 layers, without and with graphs: per layer and per step, pinned so
+// a change shows.
 BOOST_AUTO_TEST_CASE(a_decode_step_queues_a_fixed_number_of_stream_operations_per_layer) {
   for (const Case& k : {cases[0], cases[2], cases[3]}) {
-    std::uint64_t ops[2] = {};
-    for (const std::uint32_t layers : {3u, 5u}) {
-      auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
-      a.layers = layers;
-      const auto w = random_weights(a, 3);
-      shard::CudaShard g(*w, gpu::ActDtype::bf16, {0, block_size, 64, 16, gpu::ActDtype::f16});
-      shard::Step s1;
-      s1.id = 1;
-      s1.block_size = block_size;
-      for (kv::SeqId q = 0; q < 4; ++q) prefill(s1, q, prompt_of(20, a.vocab, q), 0, 20, range(2 * q, 2), 0, true);
-      const auto r1 = g.execute(s1);
-      shard::Step s2;
-      s2.id = 2;
-      s2.block_size = block_size;
-      for (kv::SeqId q = 0; q < 4; ++q) {
-        shard::SeqWork& sw = s2.seqs.emplace_back();
-        sw.seq = q;
-        sw.appended = r1.tokens[q].token;
-        sw.begin = 20;
-        sw.end = 21;
-        sw.table_first = 2;
-        sw.num_samples = 1;
+    for (const bool graphs : {false, true}) {
+      std::uint64_t calls[2] = {};
+      for (const std::uint32_t layers : {3u, 5u}) {
+        auto a = arch_of(k.family, k.head_dim, k.kv_heads, k.norms);
+        a.layers = layers;
+        const auto w = random_weights(a, 3);
+        shard::CudaShardOptions o{0, block_size, 64, 16, gpu::ActDtype::f16};
+        o.graphs = graphs;
+        shard::CudaShard g(*w, gpu::ActDtype::bf16, o);
+        shard::Step s1;
+        s1.id = 1;
+        s1.block_size = block_size;
+        for (kv::SeqId q = 0; q < 4; ++q) prefill(s1, q, prompt_of(20, a.vocab, q), 0, 20, range(2 * q, 2), 0, true);
+        auto r = g.execute(s1);
+        // Two decode steps (a graph is captured at the first); the second is counted.
+        for (std::uint32_t step = 2; step <= 3; ++step) {
+          shard::Step s;
+          s.id = step;
+          s.block_size = block_size;
+          for (kv::SeqId q = 0; q < 4; ++q) {
+            shard::SeqWork& sw = s.seqs.emplace_back();
+            sw.seq = q;
+            sw.appended = r.tokens[q].token;
+            sw.begin = 18 + step;
+            sw.end = 19 + step;
+            sw.table_first = 2;
+            sw.num_samples = 1;
+          }
+          const auto before = cuda_emu::counts();
+          r = g.execute(s);
+          const auto after = cuda_emu::counts();
+          BOOST_TEST(r.tokens.size() == 4u);
+          calls[layers == 5] = after.host_calls() - before.host_calls();
+          if (step == 3)
+            std::printf("%s, %u layers%s: a decode step runs %llu launches, %llu copies, %llu GEMMs; the host issues "
+                        "%llu calls\n", k.name, layers, graphs ? ", graphs" : "",
+                        static_cast<unsigned long long>(after.launches - before.launches),
+                        static_cast<unsigned long long>(after.copies - before.copies),
+                        static_cast<unsigned long long>(after.gemms - before.gemms),
+                        static_cast<unsigned long long>(calls[layers == 5]));
+        }
+        BOOST_TEST(g.graph_steps() == (graphs ? 2u : 0u));
       }
-      const auto before = cuda_emu::counts();
-      BOOST_TEST(g.execute(s2).tokens.size() == 4u);
-      const auto after = cuda_emu::counts();
-      ops[layers == 5] = after.total() - before.total();
-      std::printf("%s, %u layers: a decode step queues %llu launches, %llu copies, %llu GEMMs\n", k.name, layers,
-                  static_cast<unsigned long long>(after.launches - before.launches),
-                  static_cast<unsigned long long>(after.copies - before.copies),
-                  static_cast<unsigned long long>(after.gemms - before.gemms));
+      const std::uint64_t per_layer = (calls[1] - calls[0]) / 2, fixed = calls[0] - 3 * per_layer;
+      std::printf("%s%s: %llu host calls per layer, %llu per step besides\n", k.name, graphs ? ", graphs" : "",
+                  static_cast<unsigned long long>(per_layer), static_cast<unsigned long long>(fixed));
+      if (graphs) {
+        // The metadata copy and the graph launch, and the sampler's own: none per layer.
+        BOOST_TEST(per_layer == 0u, k.name);
+        BOOST_TEST(fixed == 5u, k.name);
+      } else {
+        // Rotary, the query copy and the KV write in one launch (2 fewer a layer); Llama's
+        // residual adds fused into the norms after them (2 fewer), Falcon's one add of both
+        // parallel branches into the next layer's norm (1 fewer; Falcon-40B style has a second
+        // norm, for the MLP).
+        BOOST_TEST(per_layer == (k.family == model::Family::llama ? 10u : k.norms == 2 ? 11u : 10u), k.name);
+        BOOST_TEST(fixed == 9u, k.name);
+      }
     }
-    const std::uint64_t per_layer = (ops[1] - ops[0]) / 2, fixed = ops[0] - 3 * per_layer;
-    std::printf("%s: %llu stream operations per layer, %llu per step besides\n", k.name,
-                static_cast<unsigned long long>(per_layer), static_cast<unsigned long long>(fixed));
-    // Rotary, the query copy and the KV write in one launch (2 fewer a layer); Llama's residual
-    // adds fused into the norms after them (2 fewer), Falcon's one add of both parallel branches
-    // into the next layer's norm (1 fewer; Falcon-40B style has a second norm, for the MLP).
-    BOOST_TEST(per_layer == (k.family == model::Family::llama ? 10u : k.norms == 2 ? 11u : 10u), k.name);
-    BOOST_TEST(fixed == 9u, k.name);
   }
 }
 #endif
