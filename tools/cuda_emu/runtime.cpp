@@ -60,15 +60,9 @@ class Allocations {
     std::free(p);
     return cudaSuccess;
   }
-  // Whether [p, p + n) lies inside one device allocation.
-  bool on_device(const void* p, std::size_t n) {
-    std::lock_guard lock(mu_);
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    auto it = device_.upper_bound(a);
-    if (it == device_.begin()) return false;
-    --it;
-    return a + n <= it->first + it->second.bytes;
-  }
+  // Whether [p, p + n) lies inside one device allocation (or one pinned host allocation).
+  bool on_device(const void* p, std::size_t n) { return inside(device_, p, n); }
+  bool pinned(const void* p, std::size_t n) { return inside(host_, p, n); }
   std::size_t total() const {
     static const std::size_t mib = [] {
       const char* s = std::getenv("CUDA_EMU_MEMORY_MIB");
@@ -83,6 +77,14 @@ class Allocations {
   }
 
  private:
+  bool inside(const std::map<std::uintptr_t, Allocation>& m, const void* p, std::size_t n) {
+    std::lock_guard lock(mu_);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return false;
+    --it;
+    return a + n <= it->first + it->second.bytes;
+  }
   std::mutex mu_;
   std::map<std::uintptr_t, Allocation> device_, host_;
   std::map<int, std::size_t> device_bytes_;
@@ -255,6 +257,11 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
   if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
+  // A captured copy to or from pageable host memory: a GPU refuses it (the graph could not run
+  // it asynchronously).
+  const bool pageable = (kind == cudaMemcpyHostToDevice && !e::allocations().pinned(src, n)) ||
+                        (kind == cudaMemcpyDeviceToHost && !e::allocations().pinned(dst, n));
+  if (e::capturing() && n > 0 && pageable) return e::refused_in_capture();
   const auto run = [=] {
     e::count(e::Counted::copy);
     if (n > 0) std::memmove(dst, src, n);

@@ -99,10 +99,10 @@ print(round((wall - shard + host) / wall, 4) if wall > 0 else "null")
 }
 
 # Launch by launch at 1, 64 and 256; then with engine.cuda_graphs (decode steps replayed as CUDA
-# graphs; never run on a GPU before this script) at 64 and 256, one request per client.
+# graphs; never run on a GPU before this script) at 64 and 256, as many requests.
 serve_run eager "" "1 64 256" 2
 eager_json=$serve_json eager_share=$share_json
-serve_run graphs "cuda_graphs = true" "64 256" 1
+serve_run graphs "cuda_graphs = true" "64 256" 2
 graphs_json=$serve_json graphs_share=$share_json
 
 echo "== e2e: HF generate() on the same weights" >>"$log"

@@ -370,6 +370,9 @@ bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
 }
 
 void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits) {
+  if (compute_logits && w_.output_matrix().empty())
+    throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
+                           ", which does not hold the output projection");
   // The batch padded to its graph's size: rows at position 0 of block 0 that write nothing
   // (their slots are set to -1 below) and whose outputs nobody reads.
   static const std::int32_t pad_token = 0;
@@ -378,10 +381,15 @@ void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaK
   std::size_t rows = 1;
   while (rows < n) rows *= 2;
   rows = std::max(n, std::min(rows, std::size_t(graph_max_seqs_)));
+  std::uint32_t longest = 1;
+  for (const auto& q : seqs) longest = std::max(longest, q.first_position + 1);
+  std::uint32_t context = 256;
+  while (context < longest) context *= 2;
+  context = std::min(context, graph_max_context_);
   padded_.assign(seqs.begin(), seqs.end());
   padded_.resize(rows, cpu::ForwardSeq{{&pad_token, 1}, 0, {&pad_block, 1}, true, false});
   const std::uint32_t bs = cache.block_size();
-  table_blocks_ = (graph_max_context_ + bs - 1) / bs;
+  table_blocks_ = (context + bs - 1) / bs;
   try {
     upload_batch(padded_, cache);  // throws before anything is enqueued
   } catch (...) {
@@ -391,39 +399,52 @@ void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaK
   table_blocks_ = 0;
   auto* slots = reinterpret_cast<std::int64_t*>(host_meta_.as<std::byte>() + slots_at_);
   std::fill(slots + n, slots + rows, std::int64_t{-1});
-  decode_max_context_ = graph_max_context_;  // the grid of decode attention: shorter contexts skip chunks
+  decode_max_context_ = context;  // the grid of decode attention: shorter contexts skip chunks
   const auto R = static_cast<std::int64_t>(rows);
-  reserve(R, static_cast<std::int32_t>(rows), graph_max_context_, compute_logits ? R : 0, bs, cache.dtype());
+  reserve(R, static_cast<std::int32_t>(rows), context, compute_logits ? R : 0, bs, cache.dtype());
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 
-  // The graph names these buffers and shapes; captured again when one of them has changed.
-  const std::vector<const void*> over{meta_.get(),      branch_.get(),  x_.get(),       normed_.get(),
-                                      normed2_.get(),   proj_.get(),    last_.get(),    logits_dev_.get(),
-                                      cache.k(0),       cache.v(0),     reinterpret_cast<const void*>(std::uintptr_t(chunk_)),
-                                      reinterpret_cast<const void*>(std::uintptr_t(compute_logits))};
-  Graph& g = graphs_[rows];
-  if (g.exec == nullptr || g.over != over) {
-    if (g.exec != nullptr) ACTORLM_CUDA_CHECK(cudaGraphExecDestroy(std::exchange(g.exec, nullptr)));
-    ACTORLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_layers(cache);
-      if (compute_logits) enqueue_logits(R);
-    } catch (...) {
-      cudaGraph_t broken = nullptr;
-      cudaStreamEndCapture(stream_, &broken);
-      if (broken != nullptr) cudaGraphDestroy(broken);
-      throw;
+  const std::vector<std::uint64_t> over{meta_.bytes(),
+                                        branch_.bytes(),
+                                        x_.bytes(),
+                                        normed_.bytes(),
+                                        normed2_.bytes(),
+                                        proj_.bytes(),
+                                        last_.bytes(),
+                                        logits_dev_.bytes(),
+                                        reinterpret_cast<std::uintptr_t>(cache.k(0)),
+                                        chunk_,
+                                        compute_logits};
+  Graph& g = graphs_[{rows, context}];
+  if (!g.warmed) {
+    enqueue_layers(cache);
+    if (compute_logits) enqueue_logits(R);
+    g.warmed = true;
+  } else {
+    if (g.exec == nullptr || g.over != over) {
+      if (g.exec != nullptr) ACTORLM_CUDA_CHECK(cudaGraphExecDestroy(std::exchange(g.exec, nullptr)));
+      ACTORLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        enqueue_layers(cache);
+        if (compute_logits) enqueue_logits(R);
+      } catch (...) {
+        cudaGraph_t broken = nullptr;
+        cudaStreamEndCapture(stream_, &broken);
+        if (broken != nullptr) cudaGraphDestroy(broken);
+        throw;
+      }
+      cudaGraph_t graph = nullptr;
+      ACTORLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+      cudaGraphDestroy(graph);
+      if (made != cudaSuccess) g.exec = nullptr;
+      ACTORLM_CUDA_CHECK(made);
+      g.over = over;
+      ++graph_captures_;
     }
-    cudaGraph_t graph = nullptr;
-    ACTORLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
-    cudaGraphDestroy(graph);
-    ACTORLM_CUDA_CHECK(made);
-    g.over = over;
-    ++graph_captures_;
+    ACTORLM_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    ++graph_steps_;
   }
-  ACTORLM_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
-  ++graph_steps_;
   // What the caller reads: the real sequences' logit rows (the first n), nothing kept.
   tokens_ = static_cast<std::int64_t>(n);
   logit_rows_ = compute_logits ? static_cast<std::uint32_t>(n) : 0;

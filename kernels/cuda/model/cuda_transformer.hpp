@@ -41,9 +41,11 @@ class CudaTransformer {
   // want logits and none is scored, at most `max_seqs` of them at contexts within `max_context`
   // (max_model_len), left to forward() with logits on the device. The batch is padded to a power
   // of two (or max_seqs) with rows that write nothing, its block tables and decode attention
-  // sized for max_context, so that one graph per padded size, captured at its first step (and
-  // again when a buffer it names has moved), serves every such step: the host then issues the
-  // metadata copy and one graph launch instead of a launch per kernel.
+  // sized for a power of two of positions (at least 256, at most max_context) that covers its
+  // contexts, so that one graph per padded size and context bucket, run launch by launch at its
+  // first step, captured at its second (and again when a buffer it names has grown), serves
+  // every such step: the host then issues the metadata copy and one graph launch instead of a
+  // launch per kernel.
   void enable_graphs(std::int32_t max_seqs, std::uint32_t max_context);
   std::uint64_t graph_steps() const { return graph_steps_; }        // forwards run as a graph
   std::uint64_t graph_captures() const { return graph_captures_; }  // of them, captured first
@@ -137,13 +139,15 @@ class CudaTransformer {
   DeviceBuffer prompt_logits_dev_;  // [a slice of kept rows, vocab] f32 (prompt_logits)
   PinnedBuffer logits_host_;  // the same, pinned for the copy back
 
-  // CUDA graphs of decode steps (enable_graphs), by padded batch size, with the buffers and
-  // shapes they were captured over.
+  // CUDA graphs of decode steps (enable_graphs), by padded batch size and context bucket, with
+  // the buffer sizes and shapes they were captured over (sizes, not addresses: a buffer moves
+  // only when it grows, and grows alike on every rank, so all ranks capture again together).
   struct Graph {
+    bool warmed = false;  // its first step ran launch by launch (modules loaded, cuBLAS chose)
     cudaGraphExec_t exec = nullptr;
-    std::vector<const void*> over;
+    std::vector<std::uint64_t> over;
   };
-  std::map<std::size_t, Graph> graphs_;
+  std::map<std::pair<std::size_t, std::uint32_t>, Graph> graphs_;
   std::int32_t graph_max_seqs_ = 0;
   std::uint32_t graph_max_context_ = 0;
   std::vector<cpu::ForwardSeq> padded_;

@@ -301,8 +301,8 @@ BOOST_AUTO_TEST_CASE(a_captured_stream_runs_nothing_until_its_graph_launches_and
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
 
-  // A synchronisation, a synchronous copy or an allocation during a capture: refused, and the
-  // capture with it.
+  // A synchronisation, a synchronous copy, a copy from pageable memory or an allocation during a
+  // capture: refused, and the capture with it.
   const auto refused = [&](auto call) {
     BOOST_REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     BOOST_TEST(call() == cudaErrorStreamCaptureUnsupported);
@@ -313,6 +313,7 @@ BOOST_AUTO_TEST_CASE(a_captured_stream_runs_nothing_until_its_graph_launches_and
   };
   refused([&] { return cudaStreamSynchronize(s); });
   refused([&] { return cudaMemcpy(din.ptr, pinned, sizeof(float), cudaMemcpyHostToDevice); });
+  refused([&] { return cudaMemcpyAsync(din.ptr, in.data(), sizeof(float), cudaMemcpyHostToDevice, s); });  // pageable
   refused([&] {
     void* p = nullptr;
     return cudaMalloc(&p, 64);
