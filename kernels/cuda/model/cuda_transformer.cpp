@@ -101,7 +101,16 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
   }
 }
 
-void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache) {
+const DeviceMatrix& CudaTransformer::output_projection() const {
+  const DeviceMatrix& out = w_.output_matrix();
+  if (out.empty() || (w_.lm_head.empty() && !w_.spec.tied_embeddings))
+    throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
+                           ", which does not hold the output projection");
+  return out;
+}
+
+void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache,
+                                   std::uint32_t table_blocks) {
   const auto vocab = static_cast<std::int64_t>(w_.spec.vocab);
   const std::uint32_t bs = cache.block_size();
   // Counted apart and kept only once every sequence passed its checks: a step refused for its
@@ -124,7 +133,7 @@ void CudaTransformer::upload_batch(std::span<const cpu::ForwardSeq> seqs, const 
       if (t < 0 || t >= vocab)
         throw std::out_of_range("token id " + std::to_string(t) + " outside the vocabulary of " + std::to_string(vocab));
     tokens += n;
-    max_blocks = std::max({max_blocks, needed, table_blocks_});
+    max_blocks = std::max({max_blocks, needed, table_blocks});
     if (n == 1) decode_max_context = std::max(decode_max_context, context);
     else max_query = std::max(max_query, n);
     logit_rows += q.want_logits && n > 0 ? 1 : 0;
@@ -359,7 +368,7 @@ void CudaTransformer::enqueue_logits(std::int64_t rows) {
   const std::int64_t h = w_.spec.hidden;
   embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), rows, tokens_, h, w_.dtype, w_.dtype}, stream_);
   norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), rows);
-  gemm(last_.get(), w_.output_matrix(), logits_dev_.get(), rows, ActDtype::f32);
+  gemm(last_.get(), output_projection(), logits_dev_.get(), rows, ActDtype::f32);
 }
 
 bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
@@ -370,9 +379,7 @@ bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
 }
 
 void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits) {
-  if (compute_logits && w_.output_matrix().empty())
-    throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
-                           ", which does not hold the output projection");
+  if (compute_logits) output_projection();  // throws before anything is enqueued
   // The batch padded to its graph's size: rows at position 0 of block 0 that write nothing
   // (their slots are set to -1 below) and whose outputs nobody reads.
   static const std::int32_t pad_token = 0;
@@ -389,14 +396,7 @@ void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaK
   padded_.assign(seqs.begin(), seqs.end());
   padded_.resize(rows, cpu::ForwardSeq{{&pad_token, 1}, 0, {&pad_block, 1}, true, false});
   const std::uint32_t bs = cache.block_size();
-  table_blocks_ = (context + bs - 1) / bs;
-  try {
-    upload_batch(padded_, cache);  // throws before anything is enqueued
-  } catch (...) {
-    table_blocks_ = 0;
-    throw;
-  }
-  table_blocks_ = 0;
+  upload_batch(padded_, cache, (context + bs - 1) / bs);  // throws before anything is enqueued
   auto* slots = reinterpret_cast<std::int64_t*>(host_meta_.as<std::byte>() + slots_at_);
   std::fill(slots + n, slots + rows, std::int64_t{-1});
   decode_max_context_ = context;  // the grid of decode attention: shorter contexts skip chunks
@@ -404,7 +404,7 @@ void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaK
   reserve(R, static_cast<std::int32_t>(rows), context, compute_logits ? R : 0, bs, cache.dtype());
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(meta_.get(), host_meta_.get(), meta_bytes_, cudaMemcpyHostToDevice, stream_));
 
-  const std::vector<std::uint64_t> over{meta_.bytes(),
+  const std::array<std::uint64_t, 11> over{meta_.bytes(),
                                         branch_.bytes(),
                                         x_.bytes(),
                                         normed_.bytes(),
@@ -415,18 +415,20 @@ void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaK
                                         reinterpret_cast<std::uintptr_t>(cache.k(0)),
                                         chunk_,
                                         compute_logits};
-  Graph& g = graphs_[{rows, context}];
-  if (!g.warmed) {
+  const auto enqueue_step = [&] {
     enqueue_layers(cache);
     if (compute_logits) enqueue_logits(R);
+  };
+  Graph& g = graphs_[{rows, context}];
+  if (!g.warmed) {
+    enqueue_step();
     g.warmed = true;
   } else {
     if (g.exec == nullptr || g.over != over) {
       if (g.exec != nullptr) ACTORLM_CUDA_CHECK(cudaGraphExecDestroy(std::exchange(g.exec, nullptr)));
       ACTORLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       try {
-        enqueue_layers(cache);
-        if (compute_logits) enqueue_logits(R);
+        enqueue_step();
       } catch (...) {
         cudaGraph_t broken = nullptr;
         cudaStreamEndCapture(stream_, &broken);
@@ -489,10 +491,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     timed_sync(stream_, waited_ns_);
     return;
   }
-  const DeviceMatrix& out = w_.output_matrix();
-  if (out.empty() || (w_.lm_head.empty() && !s.tied_embeddings))
-    throw std::logic_error("cuda transformer: logits asked of rank " + std::to_string(w_.rank) +
-                           ", which does not hold the output projection");
+  const DeviceMatrix& out = output_projection();
   // A prompt's rows: final-normed now, projected a slice at a time by prompt_logits.
   if (kept_rows_ > 0) {
     embedding({x_.get(), meta<std::int32_t>(kept_rows_at_), kept_.get(), kept_rows_, tokens_, h, w_.dtype, w_.dtype},

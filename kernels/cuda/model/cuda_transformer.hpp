@@ -17,6 +17,7 @@
 #include "kernels/cuda/model/cuda_kv_cache.hpp"
 #include "kernels/cuda/model/cuda_weights.hpp"
 
+#include <array>
 #include <functional>
 #include <map>
 #include <vector>
@@ -82,7 +83,10 @@ class CudaTransformer {
   const CudaWeights& weights() const { return w_; }
 
  private:
-  void upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache);
+  // `table_blocks` > 0: every block table that wide (a graph's step), else the batch's widest.
+  void upload_batch(std::span<const cpu::ForwardSeq> seqs, const CudaKvCache& cache, std::uint32_t table_blocks = 0);
+  // The output projection, for a rank asked for logits: std::logic_error where it holds none.
+  const DeviceMatrix& output_projection() const;
   bool graphable(std::span<const cpu::ForwardSeq> seqs) const;
   void forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits);
   // The step's launches, with no synchronisation (what a graph captures): the embedding, every
@@ -116,7 +120,6 @@ class CudaTransformer {
   std::vector<std::size_t> row_of_;      // step's sequence -> its first row
   std::int64_t waited_ns_ = 0;
   std::uint32_t chunk_ = 512;      // decode attention's chunk for the step (reserve())
-  std::uint32_t table_blocks_ = 0; // > 0: every block table this wide (a graph's step)
   std::size_t meta_bytes_ = 0;
   PinnedBuffer host_meta_;
   DeviceBuffer meta_;
@@ -145,7 +148,7 @@ class CudaTransformer {
   struct Graph {
     bool warmed = false;  // its first step ran launch by launch (modules loaded, cuBLAS chose)
     cudaGraphExec_t exec = nullptr;
-    std::vector<std::uint64_t> over;
+    std::array<std::uint64_t, 11> over{};
   };
   std::map<std::pair<std::size_t, std::uint32_t>, Graph> graphs_;
   std::int32_t graph_max_seqs_ = 0;
