@@ -45,11 +45,22 @@ void swap_blocks(const std::byte* from, const KvCacheLayout& fl, std::byte* to,
   for (std::size_t i = 0; i < num_pairs; ++i)
     if (pairs[i].src >= fl.num_blocks || pairs[i].dst >= tl.num_blocks)
       throw std::out_of_range("swap_blocks: block id outside the cache");
-  for (std::uint32_t plane = 0; plane < 2 * fl.num_layers; ++plane)
-    for (std::size_t i = 0; i < num_pairs; ++i)
-      ACTORLM_CUDA_CHECK(cudaMemcpyAsync(to + tl.offset(plane, pairs[i].dst),
-                                         from + fl.offset(plane, pairs[i].src), fl.block_bytes,
-                                         direction, stream));
+  for (std::uint32_t layer = 0; layer < fl.num_layers; ++layer)
+    swap_layer_blocks(from, fl, to, tl, pairs, num_pairs, layer, direction, stream);
+}
+
+void swap_layer_blocks(const std::byte* from, const KvCacheLayout& fl, std::byte* to, const KvCacheLayout& tl,
+                       const BlockPair* pairs, std::size_t num_pairs, std::uint32_t layer,
+                       cudaMemcpyKind direction, cudaStream_t stream) {
+  for (std::size_t i = 0; i < num_pairs;) {
+    std::size_t run = 1;
+    while (i + run < num_pairs && pairs[i + run].src == pairs[i].src + run && pairs[i + run].dst == pairs[i].dst + run)
+      ++run;
+    for (std::uint32_t plane = 2 * layer; plane < 2 * layer + 2; ++plane)
+      ACTORLM_CUDA_CHECK(cudaMemcpyAsync(to + tl.offset(plane, pairs[i].dst), from + fl.offset(plane, pairs[i].src),
+                                         run * fl.block_bytes, direction, stream));
+    i += run;
+  }
 }
 
 }  // namespace actorlm::kernels::cuda

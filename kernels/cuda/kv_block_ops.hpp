@@ -23,9 +23,16 @@ void copy_blocks(const CopyBlocksParams&, cudaStream_t stream);
 
 // Compiled as C++17 (CMake 3.25 has no CUDA20 dialect): no std::span here.
 // Swap between a host cache (pinned memory for async copies) and a device cache:
-// direction cudaMemcpyHostToDevice (swap in) or cudaMemcpyDeviceToHost (swap out).
+// direction cudaMemcpyHostToDevice (swap in) or cudaMemcpyDeviceToHost (swap out). Every layer;
+// std::invalid_argument for caches of different geometry, std::out_of_range for a block outside
+// its cache.
 void swap_blocks(const std::byte* from, const KvCacheLayout& from_layout, std::byte* to,
                  const KvCacheLayout& to_layout, const BlockPair* pairs, std::size_t num_pairs,
                  cudaMemcpyKind direction, cudaStream_t stream);
+// The same for one layer's K and V planes, unchecked (swap_blocks and CudaKvCache check first):
+// one copy per plane and run of pairs whose sources and destinations both follow on.
+void swap_layer_blocks(const std::byte* from, const KvCacheLayout& from_layout, std::byte* to,
+                       const KvCacheLayout& to_layout, const BlockPair* pairs, std::size_t num_pairs,
+                       std::uint32_t layer, cudaMemcpyKind direction, cudaStream_t stream);
 
 }  // namespace actorlm::kernels::cuda

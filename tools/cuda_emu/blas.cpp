@@ -122,7 +122,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
       }
     }
   };
-  if (cuda_emu::capturing()) cuda_emu::record(run);
-  else run();
+  if (cuda_emu::capturing()) {
+    cuda_emu::record(run);
+  } else {
+    cuda_emu::before_op(handle->stream);
+    run();
+  }
   return CUBLAS_STATUS_SUCCESS;
 }

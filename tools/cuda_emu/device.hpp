@@ -40,14 +40,16 @@ namespace cuda_emu {
 
 // The <<<grid, block, shared memory, stream>>> of a launch.
 struct LaunchArgs {
-  LaunchArgs(dim3 g, dim3 b, std::size_t smem = 0, cudaStream_t = nullptr) : grid(g), block(b), shared(smem) {}
+  LaunchArgs(dim3 g, dim3 b, std::size_t smem = 0, cudaStream_t s = nullptr) : grid(g), block(b), shared(smem), stream(s) {}
   dim3 grid, block;
   std::size_t shared;
+  cudaStream_t stream;
 };
 
 // kernel<<<a>>>(args...): the arguments converted to the kernel's parameter types as a launch
-// converts them, then the grid run at once (the launch is synchronous: what a stream orders
-// already holds). A shape the GPU refuses sets the error cudaGetLastError returns, as there.
+// converts them, then the grid run at once, after what its stream has pending (the launch is
+// synchronous: whatever the stream orders after it waits for it anyway). A shape the GPU refuses
+// sets the error cudaGetLastError returns, as there.
 template <class... P, class... A>
 void launch(const char* name, void (*kernel)(P...), const LaunchArgs& a, A&&... args) {
   static_assert(sizeof...(P) == sizeof...(A), "cuda_emu: a kernel launched with the wrong number of arguments");
@@ -65,6 +67,7 @@ void launch(const char* name, void (*kernel)(P...), const LaunchArgs& a, A&&... 
     record([name, shape, kernel, params] { run_grid(name, shape, [&] { std::apply(kernel, params); }); });
     return;
   }
+  before_op(a.stream);
   run_grid(name, shape, [&] { std::apply(kernel, params); });
 }
 

@@ -83,9 +83,10 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (exec == nullptr) return cudaErrorInvalidValue;
   if (e::capturing()) return e::refused_in_capture();  // a graph inside a capture: not emulated
+  e::before_op(stream);
   e::count(e::Counted::graph_launch);
   for (const auto& op : exec->ops) {
     op();

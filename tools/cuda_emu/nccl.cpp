@@ -156,7 +156,7 @@ ncclResult_t all_reduce(const void* send, void* recv, size_t count, actorlm::ker
 }  // namespace
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   const auto t = element_type(type);
   if (comm == nullptr || op != ncclSum || !t) return ncclInvalidArgument;
   const std::size_t bytes = actorlm::kernels::cuda::act_bytes(*t);
@@ -169,5 +169,6 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
     });
     return ncclSuccess;
   }
+  cuda_emu::before_op(stream);
   return all_reduce(send, recv, count, *t, comm);
 }

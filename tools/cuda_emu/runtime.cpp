@@ -2,7 +2,8 @@
 // declarations of the toolkit's own cuda_runtime_api.h, no libcudart. Device memory is host
 // memory that the emulator tracks, so a copy or memset that runs past a device allocation is an
 // error here (cudaErrorInvalidValue), as the driver's checks and compute-sanitizer would make it.
-// Work is synchronous: a stream or event has nothing left to wait for. CUDA_EMU_DEVICES devices
+// Kernels run when launched; asynchronous copies and memsets wait on their stream as long as
+// CUDA's ordering allows (tools/cuda_emu/streams.cpp). CUDA_EMU_DEVICES devices
 // (default 1) of CUDA_EMU_MEMORY_MIB (default 2,048) MiB each, so that a memory plan sized from
 // cudaMemGetInfo stays small; an allocation counts against the device current when it was made.
 #include "tools/cuda_emu/device.hpp"
@@ -12,15 +13,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <memory>
 #include <new>
 #include <string>
-
-struct CUstream_st {
-  unsigned flags = 0;
-};
-struct CUevent_st {
-  unsigned flags = 0;
-};
+#include <vector>
 
 namespace cuda_emu {
 
@@ -228,6 +224,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (e::capturing()) return e::refused_in_capture();
+  e::synchronize_device();  // as cudaFree does
   const cudaError_t r = e::allocations().release(p, true);
   return r == cudaSuccess ? r : e::fail(r);
 }
@@ -239,6 +236,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) {
   if (e::capturing()) return e::refused_in_capture();
+  e::synchronize_device();
   const cudaError_t r = e::allocations().release(p, false);
   return r == cudaSuccess ? r : e::fail(r);
 }
@@ -250,98 +248,110 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  if (e::capturing()) return e::refused_in_capture();
-  if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
-  if (n > 0) std::memmove(dst, src, n);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t) {
-  if (!e::copy_ok(dst, n, src, n, kind)) return e::fail(cudaErrorInvalidValue);
-  // A captured copy to or from pageable host memory: a GPU refuses it (the graph could not run
-  // it asynchronously).
-  const bool pageable = (kind == cudaMemcpyHostToDevice && !e::allocations().pinned(src, n)) ||
-                        (kind == cudaMemcpyDeviceToHost && !e::allocations().pinned(dst, n));
-  if (e::capturing() && n > 0 && pageable) return e::refused_in_capture();
-  const auto run = [=] {
-    e::count(e::Counted::copy);
-    if (n > 0) std::memmove(dst, src, n);
-  };
-  if (e::capturing()) e::record(run);
-  else run();
-  return cudaSuccess;
+  return cudaMemcpy2D(dst, n, src, n, n, 1, kind);
 }
 namespace {
 
-// A 2-D copy checked, then run now or recorded for a graph (`async`).
-cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                    cudaMemcpyKind kind, bool async) {
+// Where an asynchronous copy of `kind` meets pageable host memory: its source (staged before the
+// call returns, so the caller may reuse it at once) or its destination (the call returns once
+// the copy is done).
+struct Pageable {
+  bool src = false, dst = false;
+};
+Pageable pageable(void* dst, std::size_t dst_span, const void* src, std::size_t src_span, cudaMemcpyKind kind) {
+  auto& a = e::allocations();
+  const auto host = [&](const void* p, std::size_t n) { return !a.on_device(p, n) && !a.pinned(p, n); };
+  switch (kind) {
+    case cudaMemcpyHostToDevice: return {!a.pinned(src, src_span), false};
+    case cudaMemcpyDeviceToHost: return {false, !a.pinned(dst, dst_span)};
+    case cudaMemcpyDeviceToDevice: return {};
+    default: return {host(src, src_span), host(dst, dst_span)};
+  }
+}
+
+// A copy of `rows` rows of `width` bytes, `dpitch` and `spitch` apart, checked. Synchronous: run
+// now, on the legacy default stream. Asynchronous: recorded for a graph while capturing; else
+// left pending on `stream` (a pageable source staged now), or, to pageable memory, run now after
+// the stream's earlier work.
+cudaError_t copy(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t rows,
+                 cudaMemcpyKind kind, cudaStream_t stream, bool async) {
   if (!async && e::capturing()) return e::refused_in_capture();
   if (width > dpitch || width > spitch) return e::fail(cudaErrorInvalidPitchValue);
-  if (height > 0 && width > 0 && !e::copy_ok(dst, dpitch * (height - 1) + width, src, spitch * (height - 1) + width, kind))
-    return e::fail(cudaErrorInvalidValue);
-  const auto run = [=] {
-    if (async) e::count(e::Counted::copy);
-    for (std::size_t r = 0; r < height; ++r)
-      std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  const bool empty = width == 0 || rows == 0;
+  const std::size_t dst_span = empty ? 0 : dpitch * (rows - 1) + width;
+  const std::size_t src_span = empty ? 0 : spitch * (rows - 1) + width;
+  if (!empty && !e::copy_ok(dst, dst_span, src, src_span, kind)) return e::fail(cudaErrorInvalidValue);
+  const auto run = [=](const void* from) {
+    for (std::size_t r = 0; r < rows; ++r)
+      std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(from) + r * spitch, width);
   };
-  if (async && e::capturing()) e::record(run);
-  else run();
+  if (!async) {
+    e::synchronize_legacy();
+    run(src);
+    return cudaSuccess;
+  }
+  const Pageable host = pageable(dst, dst_span, src, src_span, kind);
+  if (e::capturing()) {
+    // A captured copy to or from pageable host memory: a GPU refuses it (the graph could not run
+    // it asynchronously).
+    if (!empty && (host.src || host.dst)) return e::refused_in_capture();
+    e::record([=] {
+      e::count(e::Counted::copy);
+      run(src);
+    });
+    return cudaSuccess;
+  }
+  e::count(e::Counted::copy);
+  if (empty) return cudaSuccess;
+  if (host.dst) {
+    e::before_op(stream);
+    run(src);
+  } else if (host.src) {
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + src_span);
+    e::defer(stream, [=] { run(staged->data()); });
+  } else {
+    e::defer(stream, [=] { run(src); });
+  }
   return cudaSuccess;
 }
 
-cudaError_t set(void* p, int value, size_t n, bool async) {
+cudaError_t set(void* p, int value, size_t n, cudaStream_t stream, bool async) {
   if (!async && e::capturing()) return e::refused_in_capture();
   if (n > 0 && !e::allocations().on_device(p, n)) return e::fail(cudaErrorInvalidValue);
   const auto run = [=] {
-    if (async) e::count(e::Counted::copy);
     if (n > 0) std::memset(p, value, n);
   };
-  if (async && e::capturing()) e::record(run);
-  else run();
+  if (!async) {
+    e::synchronize_legacy();
+    run();
+  } else if (e::capturing()) {
+    e::record([=] {
+      e::count(e::Counted::copy);
+      run();
+    });
+  } else {
+    e::count(e::Counted::copy);
+    e::defer(stream, run);
+  }
   return cudaSuccess;
 }
 
 }  // namespace
 
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy(dst, n, src, n, n, 1, kind, stream, true);
+}
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          cudaMemcpyKind kind) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, false);
+  return copy(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                              cudaMemcpyKind kind, cudaStream_t) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, true);
+                              cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy(dst, dpitch, src, spitch, width, height, kind, stream, true);
 }
-cudaError_t cudaMemset(void* p, int value, size_t n) { return set(p, value, n, false); }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t) { return set(p, value, n, true); }
-
-cudaError_t cudaDeviceSynchronize() { return e::capturing() ? e::refused_in_capture() : cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return e::capturing() ? e::refused_in_capture() : cudaSuccess; }
-cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, 0); }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
-  if (s == nullptr) return e::fail(cudaErrorInvalidValue);
-  *s = new CUstream_st{flags};
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete s;
-  return cudaSuccess;
-}
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
-cudaError_t cudaEventCreate(cudaEvent_t* ev) { return cudaEventCreateWithFlags(ev, 0); }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* ev, unsigned int flags) {
-  if (ev == nullptr) return e::fail(cudaErrorInvalidValue);
-  *ev = new CUevent_st{flags};
-  return cudaSuccess;
-}
-cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t) { return ev != nullptr ? cudaSuccess : e::fail(cudaErrorInvalidResourceHandle); }
-cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
-  if (e::capturing()) return e::refused_in_capture();
-  return ev != nullptr ? cudaSuccess : e::fail(cudaErrorInvalidResourceHandle);
-}
-cudaError_t cudaEventDestroy(cudaEvent_t ev) {
-  delete ev;
-  return cudaSuccess;
-}
+cudaError_t cudaMemset(void* p, int value, size_t n) { return set(p, value, n, nullptr, false); }
+cudaError_t cudaMemsetAsync(void* p, int value, size_t n, cudaStream_t stream) { return set(p, value, n, stream, true); }
 
 cudaError_t cudaGetLastError() {
   const cudaError_t r = e::last_error;
@@ -360,6 +370,8 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidPitchValue: return "cudaErrorInvalidPitchValue";
     default: return "cudaErrorUnknown";
   }
 }
@@ -374,6 +386,8 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidPitchValue: return "invalid pitch argument";
     default: return "unknown error";
   }
 }

@@ -64,9 +64,9 @@ StepResult CudaShard::execute(const Step& step) {
   std::int64_t waited = -transformer_->waited_ns() - sampler_.waited_ns();
   try {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
-    // (copy-on-write, forks) may read blocks just moved in. All on the one stream, in order.
-    cache_->swap_out(block_pairs(step.swap_out), stream_);
-    cache_->swap_in(block_pairs(step.swap_in), stream_);
+    // (copy-on-write, forks) may read blocks just moved in. The swaps on the cache's own stream,
+    // which the forward waits for layer by layer; the copies after all of them.
+    cache_->swap(block_pairs(step.swap_out), block_pairs(step.swap_in), stream_);
     cache_->copy(block_pairs(step.copies), stream_);
 
     // Everything the sampler allocates, before the forward's first collective. Should that fail
@@ -80,6 +80,7 @@ StepResult CudaShard::execute(const Step& step) {
       }
     forward_batch(step, work, batch_);
     transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
+    cache_->wait_swaps(stream_);  // what the forward did not wait for (a step with no rows)
     if (batch_.empty() || unprepared) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
     if (unprepared) std::rethrow_exception(unprepared);
   } catch (const std::out_of_range& e) {

@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace actorlm::kernels::cuda {
 
@@ -20,6 +21,29 @@ CudaKvCache::CudaKvCache(std::uint32_t layers, std::int32_t kv_heads, std::int32
   host_ = {layers, host_blocks, block_bytes};
   data_.reserve(device_.total_bytes(), "the KV cache (" + std::to_string(device_blocks) + " blocks)");
   if (host_blocks > 0) host_data_.reserve(host_.total_bytes(), "the KV swap space");
+  try {
+    ACTORLM_CUDA_CHECK(cudaStreamCreateWithFlags(&swap_stream_, cudaStreamNonBlocking));
+    ACTORLM_CUDA_CHECK(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+    layer_swapped_.reserve(layers);
+    for (std::uint32_t l = 0; l < layers; ++l) {
+      cudaEvent_t e = nullptr;
+      ACTORLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      layer_swapped_.push_back(e);
+    }
+  } catch (...) {
+    release();  // what was made so far; the buffers free themselves
+    throw;
+  }
+}
+
+CudaKvCache::~CudaKvCache() { release(); }
+
+void CudaKvCache::release() {
+  if (swap_stream_ != nullptr) cudaStreamSynchronize(swap_stream_);  // before the buffers go
+  for (cudaEvent_t e : layer_swapped_) cudaEventDestroy(e);
+  layer_swapped_.clear();
+  if (issued_ != nullptr) cudaEventDestroy(std::exchange(issued_, nullptr));
+  if (swap_stream_ != nullptr) cudaStreamDestroy(std::exchange(swap_stream_, nullptr));
 }
 
 void CudaKvCache::check(std::span<const BlockPair> pairs, std::uint32_t src_blocks, std::uint32_t dst_blocks,
@@ -34,6 +58,7 @@ void CudaKvCache::check(std::span<const BlockPair> pairs, std::uint32_t src_bloc
 void CudaKvCache::copy(std::span<const BlockPair> pairs, cudaStream_t stream) {
   if (pairs.empty()) return;
   check(pairs, device_.num_blocks, device_.num_blocks, "copy");
+  wait_swaps(stream);
   pairs_.reserve(pairs.size_bytes(), "block copy pairs");
   // Pageable source: the copy is staged before cudaMemcpyAsync returns, so `pairs` may go.
   ACTORLM_CUDA_CHECK(cudaMemcpyAsync(pairs_.get(), pairs.data(), pairs.size_bytes(), cudaMemcpyHostToDevice, stream));
@@ -42,18 +67,30 @@ void CudaKvCache::copy(std::span<const BlockPair> pairs, cudaStream_t stream) {
               stream);
 }
 
-void CudaKvCache::swap_out(std::span<const BlockPair> pairs, cudaStream_t stream) {
-  if (pairs.empty()) return;
-  check(pairs, device_.num_blocks, host_.num_blocks, "swap out");
-  swap_blocks(static_cast<const std::byte*>(data_.get()), device_, host_data_.as<std::byte>(), host_, pairs.data(),
-              pairs.size(), cudaMemcpyDeviceToHost, stream);
+void CudaKvCache::swap(std::span<const BlockPair> out, std::span<const BlockPair> in, cudaStream_t after) {
+  if (out.empty() && in.empty()) return;
+  check(out, device_.num_blocks, host_.num_blocks, "swap out");
+  check(in, host_.num_blocks, device_.num_blocks, "swap in");
+  ACTORLM_CUDA_CHECK(cudaEventRecord(issued_, after));
+  ACTORLM_CUDA_CHECK(cudaStreamWaitEvent(swap_stream_, issued_, 0));
+  auto* device = static_cast<std::byte*>(data_.get());
+  auto* host = host_data_.as<std::byte>();
+  for (std::uint32_t l = 0; l < device_.num_layers; ++l) {
+    swap_layer_blocks(device, device_, host, host_, out.data(), out.size(), l, cudaMemcpyDeviceToHost, swap_stream_);
+    swap_layer_blocks(host, host_, device, device_, in.data(), in.size(), l, cudaMemcpyHostToDevice, swap_stream_);
+    ACTORLM_CUDA_CHECK(cudaEventRecord(layer_swapped_[l], swap_stream_));
+  }
+  swaps_pending_ = true;
 }
 
-void CudaKvCache::swap_in(std::span<const BlockPair> pairs, cudaStream_t stream) {
-  if (pairs.empty()) return;
-  check(pairs, host_.num_blocks, device_.num_blocks, "swap in");
-  swap_blocks(host_data_.as<std::byte>(), host_, static_cast<std::byte*>(data_.get()), device_, pairs.data(),
-              pairs.size(), cudaMemcpyHostToDevice, stream);
+void CudaKvCache::wait_layer(std::uint32_t layer, cudaStream_t stream) const {
+  if (swaps_pending_) ACTORLM_CUDA_CHECK(cudaStreamWaitEvent(stream, layer_swapped_.at(layer), 0));
+}
+
+void CudaKvCache::wait_swaps(cudaStream_t stream) {
+  if (!swaps_pending_) return;
+  ACTORLM_CUDA_CHECK(cudaStreamWaitEvent(stream, layer_swapped_.back(), 0));
+  swaps_pending_ = false;
 }
 
 }  // namespace actorlm::kernels::cuda

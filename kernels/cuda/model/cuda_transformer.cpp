@@ -266,6 +266,7 @@ void CudaTransformer::attention(std::uint32_t layer, CudaKvCache& cache) {
   rc.q_heads = q_heads;
   rc.linear_factor = w_.spec.rope_linear_factor;
   rc.halves = w_.layout.rope_style == model::RopeStyle::halves;
+  cache.wait_layer(layer, stream_);  // the step's swaps of this layer (the first launch to touch it)
   rope_and_cache(rc, stream_);
 
   // The fields both attention kernels share.
@@ -380,6 +381,8 @@ bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
 
 void CudaTransformer::forward_graph(std::span<const cpu::ForwardSeq> seqs, CudaKvCache& cache, bool compute_logits) {
   if (compute_logits) output_projection();  // throws before anything is enqueued
+  // A capture cannot wait for an event recorded outside it: the step's swaps, all of them, first.
+  cache.wait_swaps(stream_);
   // The batch padded to its graph's size: rows at position 0 of block 0 that write nothing
   // (their slots are set to -1 below) and whose outputs nobody reads.
   static const std::int32_t pad_token = 0;

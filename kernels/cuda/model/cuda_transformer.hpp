@@ -51,7 +51,8 @@ class CudaTransformer {
   std::uint64_t graph_steps() const { return graph_steps_; }        // forwards run as a graph
   std::uint64_t graph_captures() const { return graph_captures_; }  // of them, captured first
 
-  // As cpu::Transformer::forward: writes the batch's K/V into `cache`; when `compute_logits`,
+  // As cpu::Transformer::forward: writes the batch's K/V into `cache`, each layer after the
+  // cache's swaps of that layer (CudaKvCache::wait_layer; a graph's step after all of them); when `compute_logits`,
   // the logits are [logit_rows(), vocab] f32, one row per sequence with want_logits (its last
   // token), in batch order: copied into `*logits` on the host (the stream synchronised), or,
   // with `logits` null, left in device_logits() for work enqueued after them on the stream.

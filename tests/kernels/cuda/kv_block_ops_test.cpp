@@ -51,6 +51,7 @@ BOOST_AUTO_TEST_CASE(copy_blocks_matches_the_cpu_reference_for_aligned_and_odd_b
   }
 }
 
+// Runs of pairs whose sources and destinations both follow on go over as one copy per plane.
 BOOST_AUTO_TEST_CASE(swap_out_and_in_round_trips_through_pinned_host_memory) {
   const KvCacheLayout dl{2, 32, 4096}, hl{2, 8, 4096};
   auto init = random_cache(dl, 2);
@@ -58,7 +59,8 @@ BOOST_AUTO_TEST_CASE(swap_out_and_in_round_trips_through_pinned_host_memory) {
   ACTORLM_CUDA_CHECK(cudaMemcpy(dev.ptr, init.data(), init.size(), cudaMemcpyHostToDevice));
   std::byte* pinned = nullptr;
   ACTORLM_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned), hl.total_bytes()));
-  const std::vector<BlockPair> out{{5, 0}, {9, 1}}, in{{0, 20}, {1, 21}};
+  const std::vector<BlockPair> out{{5, 0}, {6, 1}, {7, 2}, {9, 3}, {8, 4}, {31, 5}};
+  const std::vector<BlockPair> in{{0, 20}, {1, 21}, {2, 22}, {3, 10}, {4, 11}, {5, 0}};
   cuda::swap_blocks(dev.bytes(), dl, pinned, hl, out.data(), out.size(), cudaMemcpyDeviceToHost, nullptr);
   cuda::swap_blocks(pinned, hl, dev.bytes(), dl, in.data(), in.size(), cudaMemcpyHostToDevice, nullptr);
   ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
@@ -66,6 +68,6 @@ BOOST_AUTO_TEST_CASE(swap_out_and_in_round_trips_through_pinned_host_memory) {
   ACTORLM_CUDA_CHECK(cudaMemcpy(got.data(), dev.ptr, got.size(), cudaMemcpyDeviceToHost));
   cudaFreeHost(pinned);
   auto want = init;
-  cpu::copy_blocks(want.data(), dl, std::vector<BlockPair>{{5, 20}, {9, 21}});
+  cpu::copy_blocks(want.data(), dl, std::vector<BlockPair>{{5, 20}, {6, 21}, {7, 22}, {9, 10}, {8, 11}, {31, 0}});
   BOOST_TEST((got == want));
 }

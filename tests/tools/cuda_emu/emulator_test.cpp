@@ -322,3 +322,81 @@ BOOST_AUTO_TEST_CASE(a_captured_stream_runs_nothing_until_its_graph_launches_and
   cublasDestroy(h);
   cudaStreamDestroy(s);
 }
+
+// Streams: an asynchronous copy waits on its stream for as long as CUDA's ordering allows, so work
+// on another stream that reads its destination without waiting for it sees the old bytes, as it
+// may on a GPU; each thing that orders it (an event waited for or synchronised, the stream's
+// next operation or synchronisation, the device's, a free, the legacy default stream for a
+// blocking stream) runs it. A pageable source is staged at the call; to pageable memory the call
+// returns with the copy done.
+BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_something_orders_it) {
+  cudaStream_t copier = nullptr, reader = nullptr, blocking = nullptr;
+  BOOST_REQUIRE(cudaStreamCreateWithFlags(&copier, cudaStreamNonBlocking) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamCreateWithFlags(&reader, cudaStreamNonBlocking) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
+  cudaEvent_t copied = nullptr;
+  BOOST_REQUIRE(cudaEventCreate(&copied) == cudaSuccess);
+  const int threads = 32;
+  const std::size_t bytes = threads * sizeof(float);
+  float* pinned = nullptr;
+  BOOST_REQUIRE(cudaMallocHost(reinterpret_cast<void**>(&pinned), 2 * bytes) == cudaSuccess);
+  std::fill(pinned, pinned + 2 * threads, 1.0f);
+  Device<float> din(std::vector<float>(threads, 0.0f)), din2(std::vector<float>(threads, 0.0f)), dsum(1);
+  const auto sum_on_reader = [&] {
+    cuda_emu_test::block_sum_on(din.ptr, dsum.ptr, 1, threads, reader);
+    BOOST_REQUIRE(cudaStreamSynchronize(reader) == cudaSuccess);
+    return dsum.host()[0];
+  };
+
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaEventRecord(copied, copier) == cudaSuccess);
+  BOOST_TEST(cudaEventQuery(copied) == cudaErrorNotReady);
+  BOOST_TEST(sum_on_reader() == 0.0f);  // the reader did not wait: the old zeros
+  BOOST_REQUIRE(cudaStreamWaitEvent(reader, copied, 0) == cudaSuccess);
+  BOOST_TEST(cudaEventQuery(copied) == cudaSuccess);
+  BOOST_TEST(sum_on_reader() == float(threads));
+
+  // An event orders what came before it on its stream, not what came after.
+  std::fill(pinned, pinned + threads, 2.0f);
+  std::fill(pinned + threads, pinned + 2 * threads, 3.0f);
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaEventRecord(copied, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaMemcpyAsync(din2.ptr, pinned + threads, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaEventSynchronize(copied) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 2.0f);
+  BOOST_TEST(din2.host()[0] == 0.0f);  // a synchronous copy waits for blocking streams only
+  BOOST_REQUIRE(cudaStreamSynchronize(copier) == cudaSuccess);
+  BOOST_TEST(din2.host()[0] == 3.0f);
+
+  // A pageable source is staged by the call; a pageable destination is written before it returns.
+  std::vector<float> pageable(threads, 5.0f);
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pageable.data(), bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  std::fill(pageable.begin(), pageable.end(), 6.0f);
+  std::vector<float> back(threads, 0.0f);
+  BOOST_REQUIRE(cudaMemcpyAsync(back.data(), din.ptr, bytes, cudaMemcpyDeviceToHost, copier) == cudaSuccess);
+  BOOST_TEST(back[0] == 5.0f);
+
+  // 2-D copies and memsets wait as copies do; the device's synchronisation and a free run them.
+  BOOST_REQUIRE(cudaMemcpy2DAsync(din.ptr, sizeof(float), pinned, 2 * sizeof(float), sizeof(float), threads / 2,
+                                  cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 5.0f);
+  BOOST_REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const auto strided = din.host();
+  BOOST_TEST(strided[0] == 2.0f);
+  BOOST_TEST(strided[threads / 2 - 1] == 2.0f);
+  BOOST_TEST(strided[threads / 2] == 5.0f);  // past the rows copied
+  BOOST_REQUIRE(cudaMemsetAsync(din2.ptr, 0, bytes, copier) == cudaSuccess);
+  BOOST_TEST(din2.host()[0] == 3.0f);
+  {
+    Device<float> other(1);
+  }  // its cudaFree synchronises the device
+  BOOST_TEST(din2.host()[0] == 0.0f);
+
+  // A blocking stream's copies: the legacy default stream (a synchronous copy) waits for them.
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned + threads, bytes, cudaMemcpyHostToDevice, blocking) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 3.0f);
+
+  cudaEventDestroy(copied);
+  cudaFreeHost(pinned);
+  for (cudaStream_t s : {copier, reader, blocking}) cudaStreamDestroy(s);
+}
