@@ -45,10 +45,23 @@ ACTORLM_HD inline float rope_angle(std::int32_t position, float linear_factor, f
   return static_cast<float>(position) / linear_factor * inv_freq;
 }
 
+// a * b rounded on its own: nvcc contracts a * b + c into a fused multiply-add by default, and may
+// choose which product to fuse differently where the same code is inlined into different kernels
+// (rotary in `rope` and in `rope_and_cache`, which must give the same bits). __fmul_rn is never
+// contracted; the host (x86-64 without FMA, and the emulation's -ffp-contract=off) rounds each
+// product anyway, as the cpu backend does.
+ACTORLM_HD inline float mul_rn(float a, float b) {
+#ifdef __CUDA_ARCH__
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
 // (x0, x1) rotated by the angle whose cosine and sine are c and s.
 ACTORLM_HD inline void rope_rotate(float& x0, float& x1, float c, float s) {
-  const float a = x0 * c - x1 * s;
-  const float b = x1 * c + x0 * s;
+  const float a = mul_rn(x0, c) - mul_rn(x1, s);
+  const float b = mul_rn(x1, c) + mul_rn(x0, s);
   x0 = a;
   x1 = b;
 }

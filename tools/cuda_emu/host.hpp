@@ -49,12 +49,13 @@ cudaError_t refused_in_capture();
 // what `s` has pending runs first (stream 0, the legacy default stream: what every stream of the
 // device created without cudaStreamNonBlocking has pending). defer: `op` left pending on `s`
 // until something orders it (on stream 0: run now). synchronize_device: what every stream of the
-// current device has pending runs (cudaDeviceSynchronize, a free); synchronize_legacy: those
+// current device has pending runs (cudaDeviceSynchronize); synchronize_legacy: those
 // the legacy default stream waits for (a synchronous copy or memset).
 void before_op(cudaStream_t s);
 void defer(cudaStream_t s, std::function<void()> op);
 void synchronize_device();
 void synchronize_legacy();
+void synchronize_all();  // every device's streams: before a free
 
 // Records the launch's error for cudaGetLastError (tools/cuda_emu/runtime.cpp).
 void set_last_error(cudaError_t e);

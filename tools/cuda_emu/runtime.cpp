@@ -224,7 +224,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 }
 cudaError_t cudaFree(void* p) {
   if (e::capturing()) return e::refused_in_capture();
-  e::synchronize_device();  // as cudaFree does
+  e::synchronize_all();  // as cudaFree does (its device, whichever the calling thread's is)
   const cudaError_t r = e::allocations().release(p, true);
   return r == cudaSuccess ? r : e::fail(r);
 }
@@ -236,7 +236,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) { return cudaMallocHost(p, bytes); }
 cudaError_t cudaFreeHost(void* p) {
   if (e::capturing()) return e::refused_in_capture();
-  e::synchronize_device();
+  e::synchronize_all();
   const cudaError_t r = e::allocations().release(p, false);
   return r == cudaSuccess ? r : e::fail(r);
 }
@@ -258,14 +258,20 @@ namespace {
 struct Pageable {
   bool src = false, dst = false;
 };
+// Host to host is synchronous whatever the memory, as CUDA documents: counted as a pageable
+// destination.
 Pageable pageable(void* dst, std::size_t dst_span, const void* src, std::size_t src_span, cudaMemcpyKind kind) {
   auto& a = e::allocations();
-  const auto host = [&](const void* p, std::size_t n) { return !a.on_device(p, n) && !a.pinned(p, n); };
   switch (kind) {
     case cudaMemcpyHostToDevice: return {!a.pinned(src, src_span), false};
     case cudaMemcpyDeviceToHost: return {false, !a.pinned(dst, dst_span)};
     case cudaMemcpyDeviceToDevice: return {};
-    default: return {host(src, src_span), host(dst, dst_span)};
+    case cudaMemcpyHostToHost: return {false, true};
+    default: {
+      const bool src_device = a.on_device(src, src_span), dst_device = a.on_device(dst, dst_span);
+      if (!src_device && !dst_device) return {false, true};
+      return {!src_device && !a.pinned(src, src_span), !dst_device && !a.pinned(dst, dst_span)};
+    }
   }
 }
 

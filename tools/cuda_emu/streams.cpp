@@ -6,26 +6,31 @@
 // legacy default stream (stream 0, and the synchronous copies and memsets) for a stream created
 // without cudaStreamNonBlocking. So work on one stream that reads what another stream's copy
 // writes without waiting for it sees the old bytes, as it may on a GPU; and cudaEventQuery says
-// cudaErrorNotReady while an event's copies are pending. Events are not emulated inside a
-// capture: recording or waiting on one there is refused.
+// cudaErrorNotReady while an event's copies are pending (and then runs them, as a GPU would get
+// there). Less strict than a GPU: kernels run when issued, so a copy that should wait for a
+// kernel on another stream cannot be caught reading too early; cudaStreamWaitEvent runs the
+// event's copies at the call rather than when the waiting stream next runs; synchronous copies
+// and memsets are done when they return. Events are not emulated inside a capture: recording or
+// waiting on one there is refused (stricter than CUDA, which allows it on other streams).
 #include "tools/cuda_emu/host.hpp"
 
 #include <deque>
 #include <mutex>
-#include <set>
+#include <map>
 #include <utility>
 
 struct CUstream_st {
   unsigned flags = 0;
   int device = 0;
+  std::uint64_t serial = 0;  // never reused, unlike the address
   std::mutex mu;
   std::deque<std::function<void()>> pending;  // deferred, oldest first
   std::uint64_t deferred = 0;                 // operations ever deferred; the last pending.size() have not run
 };
-struct CUevent_st {
+struct CUevent_st {  // its fields under the registry's mutex
   unsigned flags = 0;
-  CUstream_st* stream = nullptr;  // where last recorded (null: never, or where nothing was pending)
-  std::uint64_t at = 0;           // complete once the stream has run this many deferred operations
+  std::uint64_t stream = 0;  // the serial of the stream where last recorded (0: never, or on stream 0)
+  std::uint64_t at = 0;      // complete once that stream has run this many deferred operations
 };
 
 namespace cuda_emu {
@@ -33,7 +38,8 @@ namespace cuda_emu {
 namespace {
 
 std::mutex registry_mu;  // taken before a stream's own mutex
-std::set<CUstream_st*> live_streams;
+std::map<std::uint64_t, CUstream_st*> live_streams;  // by serial
+std::uint64_t next_serial = 1;
 
 std::uint64_t ran(const CUstream_st* s) { return s->deferred - s->pending.size(); }
 
@@ -47,22 +53,24 @@ void run_until(CUstream_st* s, std::uint64_t upto) {
   }
 }
 
-// What the current device's streams have pending (only those the legacy default stream waits
-// for, with `blocking_only`).
-void run_device(bool blocking_only) {
+// What streams have pending: those of the current device (`all_devices`: every stream), only
+// those the legacy default stream waits for with `blocking_only`.
+void run_streams(bool blocking_only, bool all_devices = false) {
   std::lock_guard lock(registry_mu);
-  for (CUstream_st* s : live_streams)
-    if (s->device == current_device() && (!blocking_only || (s->flags & cudaStreamNonBlocking) == 0))
+  for (auto& [serial, s] : live_streams)
+    if ((all_devices || s->device == current_device()) &&
+        (!blocking_only || (s->flags & cudaStreamNonBlocking) == 0))
       run_until(s, UINT64_MAX);
 }
 
-// The event's operations: run them (`run`), or say whether they have.
+// Whether the event's operations have run; with `run`, they run first.
 bool event_done(cudaEvent_t ev, bool run) {
   std::lock_guard lock(registry_mu);
-  if (ev->stream == nullptr || live_streams.count(ev->stream) == 0) return true;
-  if (run) run_until(ev->stream, ev->at);
-  std::lock_guard stream_lock(ev->stream->mu);
-  return ran(ev->stream) >= ev->at;
+  const auto it = live_streams.find(ev->stream);
+  if (it == live_streams.end()) return true;  // never recorded, or its stream finished and went
+  if (run) run_until(it->second, ev->at);
+  std::lock_guard stream_lock(it->second->mu);
+  return ran(it->second) >= ev->at;
 }
 
 cudaError_t fail(cudaError_t err) {
@@ -73,13 +81,13 @@ cudaError_t fail(cudaError_t err) {
 }  // namespace
 
 void before_op(cudaStream_t s) {
-  if (s == nullptr) run_device(true);
+  if (s == nullptr) run_streams(true);
   else run_until(s, UINT64_MAX);
 }
 
 void defer(cudaStream_t s, std::function<void()> op) {
   if (s == nullptr) {
-    run_device(true);
+    run_streams(true);
     op();
     return;
   }
@@ -88,8 +96,10 @@ void defer(cudaStream_t s, std::function<void()> op) {
   ++s->deferred;
 }
 
-void synchronize_device() { run_device(false); }
-void synchronize_legacy() { run_device(true); }
+void synchronize_device() { run_streams(false); }
+void synchronize_legacy() { run_streams(true); }
+// A free: whatever device the memory is on, no pending copy may write into it afterwards.
+void synchronize_all() { run_streams(false, true); }
 
 }  // namespace cuda_emu
 
@@ -112,7 +122,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int flags) {
   stream->flags = flags;
   stream->device = e::current_device();
   std::lock_guard lock(e::registry_mu);
-  e::live_streams.insert(stream);
+  stream->serial = e::next_serial++;
+  e::live_streams[stream->serial] = stream;
   *s = stream;
   return cudaSuccess;
 }
@@ -120,7 +131,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   if (s == nullptr) return e::fail(cudaErrorInvalidResourceHandle);
   std::lock_guard lock(e::registry_mu);
   e::run_until(s, UINT64_MAX);  // a GPU finishes the stream's work before releasing it
-  e::live_streams.erase(s);
+  e::live_streams.erase(s->serial);
   delete s;
   return cudaSuccess;
 }
@@ -135,18 +146,21 @@ cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s) {
   if (e::capturing()) return e::refused_in_capture();
   if (s == nullptr) {
     e::synchronize_legacy();
-    ev->stream = nullptr;
+    std::lock_guard lock(e::registry_mu);
+    ev->stream = 0;
     return cudaSuccess;
   }
-  std::lock_guard lock(s->mu);
-  ev->stream = s;
+  std::lock_guard lock(e::registry_mu);
+  std::lock_guard stream_lock(s->mu);
+  ev->stream = s->serial;
   ev->at = s->deferred;
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t ev, unsigned int) {
   if (ev == nullptr) return e::fail(cudaErrorInvalidResourceHandle);
   if (e::capturing()) return e::refused_in_capture();
-  // The waiting stream's later operations run when issued: the event's run now, before them.
+  // The waiting stream's later operations run when issued: the event's run now, before them
+  // (earlier than a GPU might run them: the emulation is less strict here).
   e::event_done(ev, true);
   return cudaSuccess;
 }
@@ -158,9 +172,12 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev) {
 }
 cudaError_t cudaEventQuery(cudaEvent_t ev) {
   if (ev == nullptr) return e::fail(cudaErrorInvalidResourceHandle);
-  return e::event_done(ev, false) ? cudaSuccess : cudaErrorNotReady;
+  if (e::event_done(ev, false)) return cudaSuccess;
+  e::event_done(ev, true);  // not ready now; a GPU gets there, and so must a loop that polls
+  return cudaErrorNotReady;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t ev) {
+  if (ev == nullptr) return e::fail(cudaErrorInvalidResourceHandle);
   delete ev;
   return cudaSuccess;
 }

@@ -66,8 +66,7 @@ StepResult CudaShard::execute(const Step& step) {
     // The block manager's order: moves out free device blocks that moves in may reuse; copies
     // (copy-on-write, forks) may read blocks just moved in. The swaps on the cache's own stream,
     // which the forward waits for layer by layer; the copies after all of them.
-    cache_->swap(block_pairs(step.swap_out), block_pairs(step.swap_in), stream_);
-    cache_->copy(block_pairs(step.copies), stream_);
+    cache_->apply(block_pairs(step.swap_out), block_pairs(step.swap_in), block_pairs(step.copies), stream_);
 
     // Everything the sampler allocates, before the forward's first collective. Should that fail
     // (out of memory), this rank still runs the forward, whose all-reduces the other ranks wait

@@ -67,18 +67,36 @@ void CudaKvCache::copy(std::span<const BlockPair> pairs, cudaStream_t stream) {
               stream);
 }
 
+void CudaKvCache::apply(std::span<const BlockPair> out, std::span<const BlockPair> in,
+                        std::span<const BlockPair> copies, cudaStream_t stream) {
+  check(out, device_.num_blocks, host_.num_blocks, "swap out");
+  check(in, host_.num_blocks, device_.num_blocks, "swap in");
+  check(copies, device_.num_blocks, device_.num_blocks, "copy");
+  swap(out, in, stream);
+  copy(copies, stream);
+}
+
 void CudaKvCache::swap(std::span<const BlockPair> out, std::span<const BlockPair> in, cudaStream_t after) {
-  if (out.empty() && in.empty()) return;
+  if ((out.empty() && in.empty()) || device_.num_layers == 0) return;
   check(out, device_.num_blocks, host_.num_blocks, "swap out");
   check(in, host_.num_blocks, device_.num_blocks, "swap in");
   ACTORLM_CUDA_CHECK(cudaEventRecord(issued_, after));
   ACTORLM_CUDA_CHECK(cudaStreamWaitEvent(swap_stream_, issued_, 0));
   auto* device = static_cast<std::byte*>(data_.get());
   auto* host = host_data_.as<std::byte>();
-  for (std::uint32_t l = 0; l < device_.num_layers; ++l) {
-    swap_layer_blocks(device, device_, host, host_, out.data(), out.size(), l, cudaMemcpyDeviceToHost, swap_stream_);
-    swap_layer_blocks(host, host_, device, device_, in.data(), in.size(), l, cudaMemcpyHostToDevice, swap_stream_);
-    ACTORLM_CUDA_CHECK(cudaEventRecord(layer_swapped_[l], swap_stream_));
+  try {
+    for (std::uint32_t l = 0; l < device_.num_layers; ++l) {
+      swap_layer_blocks(device, device_, host, host_, out.data(), out.size(), l, cudaMemcpyDeviceToHost,
+                        swap_stream_);
+      swap_layer_blocks(host, host_, device, device_, in.data(), in.size(), l, cudaMemcpyHostToDevice,
+                        swap_stream_);
+      ACTORLM_CUDA_CHECK(cudaEventRecord(layer_swapped_[l], swap_stream_));
+    }
+  } catch (...) {
+    // Some layers' copies are queued and their events not all recorded: let them finish, so that
+    // nothing is left for the forward to wait for.
+    cudaStreamSynchronize(swap_stream_);
+    throw;
   }
   swaps_pending_ = true;
 }

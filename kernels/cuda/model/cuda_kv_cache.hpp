@@ -37,11 +37,15 @@ class CudaKvCache {
   void* v(std::uint32_t layer) const { return plane(2 * layer + 1); }
 
   // Block ids checked on the host first (std::out_of_range naming the block).
+  // A step's block moves in the block manager's order: swap(out, in, stream), then copy(copies,
+  // stream), every id checked before anything is enqueued.
+  void apply(std::span<const BlockPair> out, std::span<const BlockPair> in, std::span<const BlockPair> copies,
+             cudaStream_t stream);
   // Device -> device, enqueued on `stream` after the swaps not yet waited for (a copy may read a
   // block just swapped in).
   void copy(std::span<const BlockPair> pairs, cudaStream_t stream);
-  // Swaps out (device src -> host dst), then in (host src -> device dst), per plane in that
-  // order, on the swap stream after the work `after` has queued so far.
+  // Swaps out (device src -> host dst), then in (host src -> device dst), on the swap stream
+  // after the work `after` has queued so far: layer by layer, each layer's planes out, then in.
   void swap(std::span<const BlockPair> out, std::span<const BlockPair> in, cudaStream_t after);
   // `stream` waits for the swaps' copies of `layer` (of every layer: wait_swaps, after which they
   // count as waited for). Nothing to wait for: nothing enqueued. Not during a stream capture.

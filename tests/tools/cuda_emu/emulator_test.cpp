@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -350,11 +351,18 @@ BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_so
 
   BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
   BOOST_REQUIRE(cudaEventRecord(copied, copier) == cudaSuccess);
-  BOOST_TEST(cudaEventQuery(copied) == cudaErrorNotReady);
   BOOST_TEST(sum_on_reader() == 0.0f);  // the reader did not wait: the old zeros
   BOOST_REQUIRE(cudaStreamWaitEvent(reader, copied, 0) == cudaSuccess);
-  BOOST_TEST(cudaEventQuery(copied) == cudaSuccess);
   BOOST_TEST(sum_on_reader() == float(threads));
+
+  // cudaEventQuery: not ready while the copies wait, and a loop that polls gets there.
+  BOOST_REQUIRE(cudaMemcpyAsync(din2.ptr, pinned, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaEventRecord(copied, copier) == cudaSuccess);
+  BOOST_TEST(cudaEventQuery(copied) == cudaErrorNotReady);
+  int polls = 1;
+  while (cudaEventQuery(copied) == cudaErrorNotReady && polls < 100) ++polls;
+  BOOST_TEST(polls == 1);
+  BOOST_TEST(din2.host()[0] == 1.0f);
 
   // An event orders what came before it on its stream, not what came after.
   std::fill(pinned, pinned + threads, 2.0f);
@@ -364,7 +372,7 @@ BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_so
   BOOST_REQUIRE(cudaMemcpyAsync(din2.ptr, pinned + threads, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
   BOOST_REQUIRE(cudaEventSynchronize(copied) == cudaSuccess);
   BOOST_TEST(din.host()[0] == 2.0f);
-  BOOST_TEST(din2.host()[0] == 0.0f);  // a synchronous copy waits for blocking streams only
+  BOOST_TEST(din2.host()[0] == 1.0f);  // a synchronous copy waits for blocking streams only
   BOOST_REQUIRE(cudaStreamSynchronize(copier) == cudaSuccess);
   BOOST_TEST(din2.host()[0] == 3.0f);
 
@@ -396,7 +404,17 @@ BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_so
   BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned + threads, bytes, cudaMemcpyHostToDevice, blocking) == cudaSuccess);
   BOOST_TEST(din.host()[0] == 3.0f);
 
+  // A launch runs after its own stream's copies; a destroyed stream's copies still run.
+  std::fill(pinned, pinned + threads, 4.0f);
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, bytes, cudaMemcpyHostToDevice, reader) == cudaSuccess);
+  BOOST_TEST(sum_on_reader() == float(4 * threads));
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned + threads, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaEventRecord(copied, copier) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamDestroy(std::exchange(copier, nullptr)) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 3.0f);
+  BOOST_TEST(cudaEventQuery(copied) == cudaSuccess);  // its stream is gone, its work done
+
   cudaEventDestroy(copied);
   cudaFreeHost(pinned);
-  for (cudaStream_t s : {copier, reader, blocking}) cudaStreamDestroy(s);
+  for (cudaStream_t s : {reader, blocking}) cudaStreamDestroy(s);
 }
