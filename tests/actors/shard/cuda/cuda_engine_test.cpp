@@ -149,6 +149,17 @@ BOOST_AUTO_TEST_CASE(chunked_prefill_and_swapping_to_host_blocks_keep_the_tokens
   expect_same(generate(tight, ps, 24, &st), want, 24);
   BOOST_TEST_MESSAGE("swap-outs: " << st.counts.swap_outs);
   BOOST_TEST(st.counts.swap_outs > 0u);
+  // The same with the decode steps as CUDA graphs: a step that swaps sequences back in waits for
+  // all of its swaps (on the cache's own stream) before its graph.
+  tight.engine.cuda_graphs = true;
+#ifdef ACTORLM_CUDA_EMU
+  const auto graphs_before = cuda_emu::counts().graph_launches;
+#endif
+  expect_same(generate(tight, ps, 24, &st), want, 24);
+  BOOST_TEST(st.counts.swap_outs > 0u);
+#ifdef ACTORLM_CUDA_EMU
+  BOOST_TEST(cuda_emu::counts().graph_launches > graphs_before);
+#endif
 }
 
 // What lm-evaluation-harness's loglikelihood requests and vLLM's prompt_logprobs ask: every
