@@ -10,13 +10,14 @@
 // there). Less strict than a GPU: kernels run when issued, so a copy that should wait for a
 // kernel on another stream cannot be caught reading too early; cudaStreamWaitEvent runs the
 // event's copies at the call rather than when the waiting stream next runs; synchronous copies
-// and memsets are done when they return. Events are not emulated inside a capture: recording or
-// waiting on one there is refused (stricter than CUDA, which allows it on other streams).
+// and memsets are done when they return; a free runs every device's streams. Events are not
+// emulated inside a capture: recording or waiting on one while the thread captures is refused
+// (CUDA allows both, to fork and join captured streams, and on streams not being captured).
 #include "tools/cuda_emu/host.hpp"
 
 #include <deque>
-#include <mutex>
 #include <map>
+#include <mutex>
 #include <utility>
 
 struct CUstream_st {

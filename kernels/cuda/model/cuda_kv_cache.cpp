@@ -77,9 +77,9 @@ void CudaKvCache::apply(std::span<const BlockPair> out, std::span<const BlockPai
 }
 
 void CudaKvCache::swap(std::span<const BlockPair> out, std::span<const BlockPair> in, cudaStream_t after) {
-  if ((out.empty() && in.empty()) || device_.num_layers == 0) return;
   check(out, device_.num_blocks, host_.num_blocks, "swap out");
   check(in, host_.num_blocks, device_.num_blocks, "swap in");
+  if ((out.empty() && in.empty()) || device_.num_layers == 0) return;
   ACTORLM_CUDA_CHECK(cudaEventRecord(issued_, after));
   ACTORLM_CUDA_CHECK(cudaStreamWaitEvent(swap_stream_, issued_, 0));
   auto* device = static_cast<std::byte*>(data_.get());

@@ -397,7 +397,7 @@ BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_so
   BOOST_TEST(din2.host()[0] == 3.0f);
   {
     Device<float> other(1);
-  }  // its cudaFree synchronises the device
+  }  // its cudaFree runs what every stream has pending
   BOOST_TEST(din2.host()[0] == 0.0f);
 
   // A blocking stream's copies: the legacy default stream (a synchronous copy) waits for them.
@@ -413,8 +413,19 @@ BOOST_AUTO_TEST_CASE(an_asynchronous_copy_is_seen_on_another_stream_only_once_so
   BOOST_REQUIRE(cudaStreamDestroy(std::exchange(copier, nullptr)) == cudaSuccess);
   BOOST_TEST(din.host()[0] == 3.0f);
   BOOST_TEST(cudaEventQuery(copied) == cudaSuccess);  // its stream is gone, its work done
+  // A new stream (perhaps at the old one's address) with copies waiting: the old event is not its.
+  BOOST_REQUIRE(cudaStreamCreateWithFlags(&copier, cudaStreamNonBlocking) == cudaSuccess);
+  BOOST_REQUIRE(cudaMemcpyAsync(din.ptr, pinned, bytes, cudaMemcpyHostToDevice, copier) == cudaSuccess);
+  BOOST_TEST(cudaEventQuery(copied) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 3.0f);
+  BOOST_REQUIRE(cudaStreamSynchronize(copier) == cudaSuccess);
+  BOOST_TEST(din.host()[0] == 4.0f);
+  // Host to host is synchronous, pinned or not.
+  std::vector<float> h(threads, 0.0f);
+  BOOST_REQUIRE(cudaMemcpyAsync(h.data(), pinned, bytes, cudaMemcpyHostToHost, copier) == cudaSuccess);
+  BOOST_TEST(h[0] == 4.0f);
 
   cudaEventDestroy(copied);
   cudaFreeHost(pinned);
-  for (cudaStream_t s : {reader, blocking}) cudaStreamDestroy(s);
+  for (cudaStream_t s : {copier, reader, blocking}) cudaStreamDestroy(s);
 }
