@@ -12,14 +12,14 @@ namespace {
 template <class W, class A>
 __global__ void embedding_kernel(EmbeddingParams p) {
   const std::int64_t t = blockIdx.x;
-  const std::int32_t id = p.ids[t];
+  const std::int64_t id = std::int64_t(p.ids[t]) - p.first;
   A* o = static_cast<A*>(p.out) + t * p.hidden;
   if (id < 0 || id >= p.vocab) {
     if (threadIdx.x == 0 && p.rejected != nullptr) atomicAdd(p.rejected, 1u);
     for (std::int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) store(o, i, 0.0f);
     return;
   }
-  const W* row = static_cast<const W*>(p.table) + std::int64_t(id) * p.hidden;
+  const W* row = static_cast<const W*>(p.table) + id * p.hidden;
   for (std::int64_t i = threadIdx.x; i < p.hidden; i += blockDim.x) store(o, i, load(row, i));
 }
 

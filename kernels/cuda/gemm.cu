@@ -65,13 +65,15 @@ void Blas::gemm(const GemmParams& p) {
           "gemm: dimensions must be in [1, 2^31 - 1]: m " + std::to_string(p.m) + ", n " + std::to_string(p.n) +
               ", k " + std::to_string(p.k));
   require(p.out_dtype == p.in_dtype || p.out_dtype == ActDtype::f32, "gemm: out_dtype must be in_dtype or f32");
+  const std::int64_t ldc = p.out_stride == 0 ? p.n : p.out_stride;
+  require(ldc >= p.n && ldc <= max_dim, "gemm: out_stride " + std::to_string(p.out_stride) + " below n " + std::to_string(p.n));
   // Row-major out = act · weightᵀ is column-major outᵀ[n, m] = weight-as-stored (opT) · actᵀ:
   // a row-major [n, k] weight is the column-major [k, n] matrix, a row-major [m, k] act the
   // column-major [k, m] one.
   const int m = int(p.m), n = int(p.n), k = int(p.k);
   ACTORLM_CUBLAS_CHECK(cublasGemmEx(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &p.alpha, p.weight,
                                     data_type(p.in_dtype), k, p.act, data_type(p.in_dtype), k, &p.beta, p.out,
-                                    data_type(p.out_dtype), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                    data_type(p.out_dtype), int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace actorlm::kernels::cuda

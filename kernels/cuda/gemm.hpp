@@ -24,6 +24,7 @@ struct GemmParams {
   ActDtype in_dtype = ActDtype::bf16;
   ActDtype out_dtype = ActDtype::bf16;  // in_dtype or f32
   float alpha = 1.0f, beta = 0.0f;
+  std::int64_t out_stride = 0;  // elements from one row of out to the next (0: n); >= n
 };
 
 class Blas {

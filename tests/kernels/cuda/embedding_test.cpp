@@ -12,6 +12,7 @@
 #include "tests/support/gpu_test_main.hpp"
 #include "tests/support/normal_floats.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -49,4 +50,42 @@ BOOST_AUTO_TEST_CASE(rows_are_gathered_and_converted_and_bad_ids_give_counted_ze
       BOOST_TEST((out.read() == rounded(want, odt)), int(tdt) << " -> " << int(odt));
       BOOST_TEST(rejected.read(1)[0] == 2u);
     }
+}
+
+// A vocabulary-parallel rank's table holds rows [first, first + vocab): ids elsewhere give zeros,
+// so the ranks' outputs summed are the whole table's gather.
+BOOST_AUTO_TEST_CASE(a_slice_of_the_table_gathers_its_own_rows_and_zeros_for_the_others) {
+  const std::int64_t vocab = 1000, hidden = 64, ranks = 3, rows = (vocab + ranks - 1) / ranks;
+  const std::vector<std::int32_t> ids{5, 999, 0, 333, 334, 666, 667, 500};
+  const auto table = testing::normal_floats(vocab * hidden, 2);
+  std::vector<float> sum(ids.size() * hidden, 0.0f);
+  for (std::int64_t r = 0; r < ranks; ++r) {
+    const std::int64_t first = r * rows, mine = std::min(rows, vocab - first);
+    DeviceActs dt(std::vector<float>(table.begin() + first * hidden, table.begin() + (first + mine) * hidden),
+                  ActDtype::f32);
+    DeviceActs out(std::vector<float>(ids.size() * hidden, 3.0f), ActDtype::f32);
+    DeviceArray<std::int32_t> did(ids);
+    kernels::cuda::EmbeddingParams p;
+    p.table = dt.ptr;
+    p.ids = did.ptr;
+    p.out = out.ptr;
+    p.tokens = static_cast<std::int64_t>(ids.size());
+    p.vocab = mine;
+    p.first = first;
+    p.hidden = hidden;
+    p.table_dtype = p.out_dtype = ActDtype::f32;
+    kernels::cuda::embedding(p, nullptr);
+    ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+    const auto got = out.read();
+    for (std::size_t t = 0; t < ids.size(); ++t) {
+      const bool own = ids[t] >= first && ids[t] < first + mine;
+      for (std::int64_t i = 0; i < hidden; ++i) {
+        const float want = own ? table[ids[t] * hidden + i] : 0.0f;
+        BOOST_TEST(got[t * hidden + i] == want, "rank " << r << " token " << t);
+        sum[t * hidden + i] += got[t * hidden + i];
+      }
+    }
+  }
+  for (std::size_t t = 0; t < ids.size(); ++t)
+    for (std::int64_t i = 0; i < hidden; ++i) BOOST_TEST(sum[t * hidden + i] == table[ids[t] * hidden + i]);
 }

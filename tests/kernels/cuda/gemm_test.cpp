@@ -89,6 +89,33 @@ BOOST_AUTO_TEST_CASE(gemm_adds_to_the_output_with_beta) {
   BOOST_TEST(relative_error(dc.read(), ref) <= 2e-5);
 }
 
+// A vocabulary-parallel rank writes its columns of the logits: out rows `out_stride` apart, the
+// other columns untouched.
+BOOST_AUTO_TEST_CASE(gemm_writes_rows_of_a_wider_output_and_leaves_the_other_columns) {
+  gpu::Blas blas(nullptr);
+  const std::int64_t m = 4, n = 24, k = 40, stride = 100, first = 37;
+  const auto a = testing::normal_floats(m * k, 6);
+  const auto w = testing::normal_floats(n * k, 7, 0.1f);
+  const std::vector<float> c0(std::size_t(m * stride), 5.0f);
+  DeviceActs da(a, ActDtype::f32), dw(w, ActDtype::f32), dc(c0, ActDtype::f32);
+  gpu::GemmParams p{da.ptr, dw.ptr, static_cast<float*>(dc.ptr) + first, m, n, k, ActDtype::f32, ActDtype::f32};
+  p.out_stride = stride;
+  blas.gemm(p);
+  ACTORLM_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto got = dc.read();
+  const auto ref = reference(a, w, m, n, k);
+  std::vector<float> mine;
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < stride; ++j) {
+      const float v = got[std::size_t(i * stride + j)];
+      if (j >= first && j < first + n) mine.push_back(v);
+      else BOOST_TEST(v == 5.0f, "row " << i << " column " << j);
+    }
+  BOOST_TEST(relative_error(mine, ref) <= tolerance(ActDtype::f32));
+  p.out_stride = n - 1;
+  BOOST_CHECK_THROW(blas.gemm(p), std::invalid_argument);
+}
+
 BOOST_AUTO_TEST_CASE(gemm_refuses_what_it_cannot_run) {
   gpu::Blas blas(nullptr);
   DeviceActs x(std::vector<float>(64, 1.0f), ActDtype::f16);
