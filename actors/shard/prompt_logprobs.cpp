@@ -16,13 +16,55 @@ std::int64_t prompt_rows_per_slice(std::size_t vocab) {
   return static_cast<std::int64_t>(std::clamp<std::size_t>(floats / std::max<std::size_t>(vocab, 1), 1, 256));
 }
 
+namespace {
+
+// Calls row_fn(row, i, p) for each kept row that scores a prompt token (row among the kept rows,
+// i the SeqWork, p its position) and returns how many rows were kept; checks that against `kept`.
+template <class F>
+void for_each_scored_row(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
+                         std::int64_t kept, F row_fn) {
+  std::int64_t row = 0;
+  for (std::size_t i = 0; i < step.seqs.size(); ++i) {
+    const SeqWork& w = step.seqs[i];
+    if (w.padding || !wants_prompt_rows(w, *work[i])) continue;
+    const auto& s = *work[i];
+    for (std::uint32_t p = w.begin; p < w.end; ++p, ++row)
+      if (p + 1 < s.prompt_len) row_fn(row, i, p);  // else it scores a generated token (a recomputed sequence)
+  }
+  if (row != kept)
+    throw std::logic_error("take_prompt_logprobs: the forward kept " + std::to_string(kept) +
+                           " prompt rows, the step's work has " + std::to_string(row));
+}
+
+// The slices of `slice` rows of [0, kept) that hold one of `rows` (ascending), in order.
+std::vector<std::pair<std::int64_t, std::int64_t>> slices_of(const std::vector<std::int64_t>& rows, std::int64_t kept,
+                                                             std::int64_t slice) {
+  if (slice < 1) throw std::invalid_argument("take_prompt_logprobs: slice " + std::to_string(slice));
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (const std::int64_t r : rows) {
+    const std::int64_t first = r / slice * slice;
+    if (out.empty() || out.back().first != first) out.emplace_back(first, std::min(slice, kept - first));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::int64_t, std::int64_t>> prompt_slices(const Step& step,
+                                                                 const std::vector<const SequenceState::Sequence*>& work,
+                                                                 std::int64_t kept, std::int64_t slice) {
+  std::vector<std::int64_t> rows;
+  for_each_scored_row(step, work, kept, [&](std::int64_t row, std::size_t, std::uint32_t) { rows.push_back(row); });
+  return slices_of(rows, kept, slice);
+}
+
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::int64_t kept, const PromptRows& rows, std::size_t vocab, std::int64_t slice,
                           kernels::cpu::ThreadPool* pool, std::vector<PromptLogprob>& out) {
   if (slice < 1) throw std::invalid_argument("take_prompt_logprobs: slice " + std::to_string(slice));
-  const auto asks = [&](std::size_t i) { return !step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]); };
   bool any = false;
-  for (std::size_t i = 0; i < step.seqs.size() && !any; ++i) any = asks(i);
+  for (std::size_t i = 0; i < step.seqs.size() && !any; ++i)
+    any = !step.seqs[i].padding && wants_prompt_rows(step.seqs[i], *work[i]);
   if (!any) return;  // every decode step
   struct Job {
     std::int64_t row;   // among the kept rows
@@ -30,32 +72,23 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
     std::uint32_t top;  // how many alternatives
   };
   std::vector<Job> jobs;
+  std::vector<std::int64_t> job_rows;
   const std::size_t first_entry = out.size();
-  std::int64_t row = 0;
-  for (std::size_t i = 0; i < step.seqs.size(); ++i) {
-    if (!asks(i)) continue;
-    const SeqWork& w = step.seqs[i];
+  for_each_scored_row(step, work, kept, [&](std::int64_t row, std::size_t i, std::uint32_t p) {
     const auto& s = *work[i];
-    for (std::uint32_t p = w.begin; p < w.end; ++p, ++row) {
-      if (p + 1 >= s.prompt_len) continue;  // scores a generated token (a recomputed sequence)
-      jobs.push_back({row, out.size(), static_cast<std::uint32_t>(s.sampling.prompt_logprobs)});
-      out.push_back({w.seq, p + 1, s.tokens[p + 1], 0, {}, 0});
-    }
-  }
-  if (row != kept)
-    throw std::logic_error("take_prompt_logprobs: the forward kept " + std::to_string(kept) +
-                           " prompt rows, the step's work has " + std::to_string(row));
+    jobs.push_back({row, out.size(), static_cast<std::uint32_t>(s.sampling.prompt_logprobs)});
+    job_rows.push_back(row);
+    out.push_back({step.seqs[i].seq, p + 1, s.tokens[p + 1], 0, {}, 0});
+  });
 
   std::exception_ptr failure;
   std::atomic<bool> failed{false};
   std::vector<float> logits;  // one slice's rows
   std::size_t next = 0;  // the first job of the slice
   try {
-    for (std::int64_t first = 0; first < kept && next < jobs.size(); first += slice) {
-      const std::int64_t count = std::min(slice, kept - first);
+    for (const auto& [first, count] : slices_of(job_rows, kept, slice)) {
       std::size_t end = next;
       while (end < jobs.size() && jobs[end].row < first + count) ++end;
-      if (end == next) continue;  // no prompt token in these rows
       rows(first, count, logits);
       const auto run = [&](std::int64_t begin, std::int64_t stop) {
         for (std::int64_t k = begin; k < stop; ++k) {
@@ -75,9 +108,10 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
         }
       };
       const auto n = static_cast<std::int64_t>(end - next);
-      if (n < 2 || pool == nullptr || pool->size() == 1) run(0, n);
-      else pool->parallel_for(n, 1, run);
-      if (failure) break;
+      if (!failure) {  // after a failure the slices are still projected, not scored
+        if (n < 2 || pool == nullptr || pool->size() == 1) run(0, n);
+        else pool->parallel_for(n, 1, run);
+      }
       next = end;
     }
   } catch (...) {

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace actorlm::kernels::cpu { class ThreadPool; }
@@ -29,10 +30,20 @@ using PromptRows = std::function<void(std::int64_t first, std::int64_t count, st
 // The kept rows: per SeqWork in step order (padding left out), end - begin rows when
 // wants_prompt_rows, `kept` in all. Appends the prompt entries, in step and position order, to
 // `out`. The rows are projected by `rows` `slice` at a time (prompt_rows_per_slice) and scored
-// on `pool`. Returns at once (nothing to do) when no SeqWork asks for them.
+// on `pool`: every slice of prompt_slices, even after a row failed to score (the first failure is
+// rethrown once all are projected, so vocabulary-parallel ranks stay in step). Returns at once
+// (nothing to do) when no SeqWork asks for them.
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::int64_t kept, const PromptRows& rows, std::size_t vocab, std::int64_t slice,
                           kernels::cpu::ThreadPool* pool, std::vector<PromptLogprob>& out);
+
+// The slices [first, first + count) of the kept rows that take_prompt_logprobs projects, in
+// order (those holding a row that scores a prompt token): what the other ranks of a
+// vocabulary-parallel group project in lockstep with the sampling rank, whose projection ends in
+// an all-reduce.
+std::vector<std::pair<std::int64_t, std::int64_t>> prompt_slices(const Step& step,
+                                                                 const std::vector<const SequenceState::Sequence*>& work,
+                                                                 std::int64_t kept, std::int64_t slice);
 
 // Rows of a vocabulary of `vocab` that fit in 64 MiB of logits, at most 256 (at least 1): 256
 // for SmolLM2's 49,152 tokens (48 MiB), 130 for Llama 3's 128,256.

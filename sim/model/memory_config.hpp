@@ -1,9 +1,7 @@
 #pragma once
 // The memory model's inputs as a configuration gives them: the one translation that both the
 // sim backend (`actorlm simulate --memory`) and the cuda backend (`actorlm serve` on a GPU) use,
-// so that both plan the same KV blocks for the same model, device and keys on one GPU (under
-// tensor parallelism the cuda backend then counts the whole vocabulary on each rank:
-// MemoryOptions::vocab_parallel).
+// so that both plan the same KV blocks for the same model, device and keys.
 
 #include "actors/config/config.hpp"
 #include "sim/model/memory_model.hpp"

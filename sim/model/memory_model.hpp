@@ -55,10 +55,10 @@ struct MemoryOptions {
   std::uint32_t num_gpu_blocks_override = 0;    // > 0: this many blocks, whatever fits
   double kv_element_bytes = fp16_bytes;   // bytes per KV element (the cuda backend's f32 cache: 4)
   // The embedding and the LM head split by vocabulary rows over the tensor ranks (Megatron's and
-  // vLLM's layout, which the simulator models). false: each rank of the first stage holds the
-  // whole embedding and the sampling rank of the last stage the whole LM head, as actorlm's cuda
-  // backend does until it has a vocabulary-parallel embedding (the plan is then the sampling
-  // rank's, the largest, and every rank takes its block count).
+  // vLLM's layout, which the simulator models, and actorlm's cuda backend's). false: each rank of
+  // the first stage holds the whole embedding and the sampling rank of the last stage the whole
+  // LM head, as actorlm's cpu backend does (the plan is then the sampling rank's, the largest,
+  // and every rank takes its block count).
   bool vocab_parallel = true;
 };
 

@@ -88,8 +88,10 @@ CudaShards load_cuda_shards(const config::Config& cfg, const serving::RankHostin
   for (std::size_t i = 0; i < hosting.ranks.size(); ++i) {
     const auto r = static_cast<std::int32_t>(hosting.ranks[i]);
     // The matrices as stored on the host for the upload (dequantized one at a time), then freed.
+    // Under tensor parallelism the embedding and the LM head are split by vocabulary rows, as
+    // Megatron and vLLM split them and as the memory plan counts them.
     const kernels::cpu::ModelWeights host =
-        kernels::cpu::load_weights(source, out.arch, r, world, kernels::cpu::WeightStorage::stored);
+        kernels::cpu::load_weights(source, out.arch, r, world, kernels::cpu::WeightStorage::stored, 0, 1, world > 1);
     cu::DeviceAllReduce reduce;
     if (auto c = comms[i])
       reduce = [c](void* data, std::int64_t n, cu::ActDtype d, cudaStream_t s) { c->all_reduce_sum(data, n, d, s); };

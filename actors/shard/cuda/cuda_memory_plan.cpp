@@ -63,11 +63,9 @@ CudaMemoryPlan plan_cuda_memory(const model::Architecture& arch, const std::stri
   preset.weight_bytes = weight_bytes;
   sim::MemoryOptions mo = sim::memory_options(cfg);
   mo.kv_element_bytes = kv_element_bytes;
-  // The ranks hold the whole vocabulary (kernels/cuda/model/cuda_weights.hpp): the embedding on
-  // each, the LM head (untied) on the sampling rank. Megatron's share, which the simulator plans,
-  // would put the sampling rank (vocab - ceil(vocab / tp)) x hidden weights per vocabulary matrix
-  // over its budget.
-  mo.vocab_parallel = false;
+  // Under tensor parallelism the ranks split the embedding and the LM head by vocabulary rows
+  // (kernels/cpu/model/weights.hpp's vocab_parallel), ceil(vocab / tp) each, as the simulator's
+  // plan counts them (MemoryOptions::vocab_parallel, its default).
   plan.gpu = sim::plan_memory(preset, plan.hardware, catalogue.runtime(), sim::parallelism_of(cfg), mo);
   plan.host_blocks = sim::swap_blocks(cfg, plan.gpu.block_bytes);
   return plan;

@@ -4,11 +4,10 @@
 // the activation workspace for scheduler.max_num_batched_tokens, the CUDA context, the
 // framework's and NCCL's buffers, then as many KV blocks as cache.gpu_memory_utilization leaves.
 // The device is the one the driver reports (its name and total memory); the CUDA context's size
-// comes from the catalogue entry of that GPU, when the catalogue has one. One difference: the
-// ranks hold the whole vocabulary (MemoryOptions::vocab_parallel = false), where the simulator
-// plans Megatron's share, so under tensor parallelism the plan is the sampling rank's and has
-// fewer blocks than the simulator's. Plain C++: no CUDA, so the CPU test suite checks that it
-// agrees with the simulator's plan on one GPU and differs by exactly those weights under TP.
+// comes from the catalogue entry of that GPU, when the catalogue has one. Under tensor
+// parallelism the ranks split the embedding and the LM head by vocabulary rows, as the
+// simulator plans them. Plain C++: no CUDA, so the CPU test suite checks that it agrees with the
+// simulator's plan on one GPU and under tensor parallelism.
 
 #include "actors/config/config.hpp"
 #include "model/arch/architecture.hpp"

@@ -32,8 +32,9 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
     transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
     // The largest step's buffers first: what the plan counts as activations is taken before the
     // KV cache takes the rest.
-    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, weights_.samples() ? o.max_seqs : 0,
-                          o.block_size, o.kv_dtype);  // logits only where they are sampled
+    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len,
+                          weights_.computes_logits() ? o.max_seqs : 0, o.block_size,
+                          o.kv_dtype);  // logits only where they are computed
     if (weights_.samples()) sampler_.reserve(static_cast<std::size_t>(o.max_seqs));
     if (o.graphs) transformer_->enable_graphs(o.max_seqs, o.max_model_len);
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
@@ -78,7 +79,7 @@ StepResult CudaShard::execute(const Step& step) {
         unprepared = std::current_exception();
       }
     forward_batch(step, work, batch_);
-    transformer_->forward(batch_, *cache_, weights_.samples(), nullptr);  // logits stay on the GPU
+    transformer_->forward(batch_, *cache_, weights_.computes_logits(), nullptr);  // logits stay on the GPU
     cache_->wait_swaps(stream_);  // what the forward did not wait for (a step with no rows)
     if (batch_.empty() || unprepared) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
     if (unprepared) std::rethrow_exception(unprepared);
@@ -88,10 +89,18 @@ StepResult CudaShard::execute(const Step& step) {
 
   StepResult r;
   r.step_id = step.id;
+  const auto vocab = static_cast<std::size_t>(weights_.spec.vocab);
+  if (!weights_.samples() && weights_.computes_logits()) {
+    // A vocabulary-parallel rank: the sampling rank's prompt slices, projected in step with it
+    // (each projection ends in an all-reduce); its scores are the sampling rank's to take.
+    std::vector<float> none;
+    for (const auto& [first, count] :
+         prompt_slices(step, work, transformer_->prompt_rows(), prompt_rows_per_slice(vocab)))
+      transformer_->prompt_logits(first, count, none);
+  }
   if (weights_.samples()) {
     // Prompt log-probabilities: the kept rows projected on the GPU a slice at a time, scored on
     // the host as the cpu shard scores them.
-    const auto vocab = static_cast<std::size_t>(weights_.spec.vocab);
     take_prompt_logprobs(
         step, work, transformer_->prompt_rows(),
         [this](std::int64_t first, std::int64_t count, std::vector<float>& out) {

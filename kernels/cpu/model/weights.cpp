@@ -106,13 +106,14 @@ std::size_t ModelWeights::bytes() const {
 }
 
 std::size_t ModelWeights::matrix_bytes_per_step() const {
-  std::size_t n = samples() ? output_matrix().bytes() : 0;  // logits on one rank only
+  std::size_t n = computes_logits() ? output_matrix().bytes() : 0;
   for (const auto& l : layers) n += l.wqkv.bytes() + l.wo.bytes() + l.w_up.bytes() + l.w_down.bytes();
   return n;
 }
 
 ModelWeights load_weights(const model::TensorSource& src, const model::Architecture& s, std::int32_t rank,
-                          std::int32_t world, WeightStorage storage, std::uint32_t stage, std::uint32_t stages) {
+                          std::int32_t world, WeightStorage storage, std::uint32_t stage, std::uint32_t stages,
+                          bool vocab_parallel) {
   if (world < 1 || rank < 0 || rank >= world)
     throw std::invalid_argument("tensor parallel degree " + std::to_string(world) + ": rank " +
                                 std::to_string(rank) + " out of range");
@@ -133,12 +134,29 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
   const Shape vec{h};
 
   // The embedding: looked up by the first stage's ranks, and the tied output projection of the
-  // one rank that computes logits.
-  if (w.first_stage() || (w.last_stage() && s.tied_embeddings && rank == 0)) w.embed = matrix(n.embed, v, h);
+  // ranks that compute logits; split by vocabulary rows with vocab_parallel.
+  w.vocab_parallel = vocab_parallel;
+  std::int64_t vocab_rows = v;
+  if (vocab_parallel) {
+    w.vocab_first = std::int64_t(rank) * p.vocab_rows;
+    vocab_rows = std::min<std::int64_t>(p.vocab_rows, v - w.vocab_first);
+    if (vocab_rows <= 0)
+      throw std::invalid_argument("a vocabulary of " + std::to_string(v) + " rows split over " + std::to_string(world) +
+                                  " tensor ranks leaves rank " + std::to_string(rank) + " none");
+  }
+  const auto vocab_matrix = [&](const std::string& name) {
+    WeightMatrix whole = matrix(name, v, h);
+    if (!vocab_parallel) return whole;
+    WeightMatrix mine;
+    append_rows(whole, w.vocab_first, vocab_rows, mine);
+    return mine;
+  };
+  const bool logits = rank == 0 || vocab_parallel;
+  if (w.first_stage() || (w.last_stage() && s.tied_embeddings && logits)) w.embed = vocab_matrix(n.embed);
   if (w.last_stage()) {
     w.out_norm = src.read_f32(n.out_norm, vec);
     if (s.family == Family::falcon) w.out_norm_bias = src.read_f32(n.out_norm_bias, vec);
-    if (!s.tied_embeddings && rank == 0) w.lm_head = matrix(n.lm_head, v, h);
+    if (!s.tied_embeddings && logits) w.lm_head = vocab_matrix(n.lm_head);
   }
 
   w.layers.resize(model::layers_of_stage(s, stages, stage));

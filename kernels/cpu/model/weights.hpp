@@ -36,9 +36,15 @@ struct ModelWeights {
   std::int32_t rank = 0, world = 1;
   model::RankShard heads;      // this rank's heads and FFN columns
   WeightStorage storage = WeightStorage::stored;
-  WeightMatrix embed;           // [vocab, hidden]
+  WeightMatrix embed;           // [vocab, hidden] (vocab_parallel: this rank's rows of it)
   std::vector<float> out_norm, out_norm_bias;  // [hidden]
-  WeightMatrix lm_head;         // [vocab, hidden]; empty when tied (embed is used) or rank > 0
+  WeightMatrix lm_head;         // [vocab, hidden] (vocab_parallel: this rank's rows); empty when
+                                // tied (embed is used) or, without vocab_parallel, rank > 0
+  // Split by vocabulary rows (load_weights' vocab_parallel): embed and lm_head hold the rows
+  // [vocab_first, vocab_first + their rows) on every tensor rank, ceil(vocab / world) each
+  // (model::RankShard::vocab_rows), the last rank's fewer.
+  bool vocab_parallel = false;
+  std::int64_t vocab_first = 0;
   std::vector<LayerWeights> layers;  // this stage's: model layers [first_layer, first_layer + size)
   std::uint32_t stage = 0, stages = 1, first_layer = 0;
 
@@ -46,6 +52,9 @@ struct ModelWeights {
   bool last_stage() const { return stage + 1 == stages; }
   // The rank that computes logits and samples: tensor rank 0 of the last stage.
   bool samples() const { return rank == 0 && last_stage(); }
+  // Whether this rank computes logits: the sampling rank, and with vocab_parallel every rank of
+  // the last stage (each its columns).
+  bool computes_logits() const { return last_stage() && (rank == 0 || vocab_parallel); }
   // The engine's rank of this shard: stages in order, each its tensor ranks.
   std::int32_t shard_rank() const { return static_cast<std::int32_t>(stage) * world + rank; }
 
@@ -60,10 +69,13 @@ struct ModelWeights {
 // test): tensor rank `rank` of `world`, of layer-split stage `stage` of `stages`, its matrices as
 // `storage` says. Throws model::ModelFileError for a missing or misshapen tensor (naming it),
 // std::invalid_argument for an impossible partition (model::check_shardable's and
-// model::layers_of_stage's messages).
+// model::layers_of_stage's messages). `vocab_parallel`: the embedding and the LM head split by
+// vocabulary rows over the tensor ranks, as Megatron and vLLM split them (the cuda backend under
+// tensor parallelism); else the first stage's ranks hold the whole embedding and the sampling
+// rank the whole LM head (the cpu backend).
 ModelWeights load_weights(const model::TensorSource& source, const model::Architecture& arch,
                           std::int32_t rank = 0, std::int32_t world = 1,
                           WeightStorage storage = WeightStorage::stored, std::uint32_t stage = 0,
-                          std::uint32_t stages = 1);
+                          std::uint32_t stages = 1, bool vocab_parallel = false);
 
 }  // namespace actorlm::kernels::cpu

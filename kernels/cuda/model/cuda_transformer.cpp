@@ -328,8 +328,10 @@ void CudaTransformer::mlp(const DeviceLayer& l, const void* in, void* out) {
 void CudaTransformer::enqueue_layers(CudaKvCache& cache) {
   const model::Architecture& s = w_.spec;
   const std::int64_t h = s.hidden;
-  embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype},
+  embedding({w_.embed.data.get(), meta<std::int32_t>(ids_at_), x_.get(), tokens_, w_.embed.rows, h, w_.dtype, w_.dtype,
+             nullptr, w_.vocab_first},
             stream_);
+  if (w_.vocab_parallel) reduce(x_.get());  // each rank gathered its rows of the vocabulary, zeros elsewhere
   // A branch's output not yet added to the residual stream: the next norm adds it (one launch
   // for both), the last one is added after the loop.
   const void* pending = nullptr;
@@ -369,7 +371,18 @@ void CudaTransformer::enqueue_logits(std::int64_t rows) {
   const std::int64_t h = w_.spec.hidden;
   embedding({x_.get(), meta<std::int32_t>(logit_rows_at_), last_.get(), rows, tokens_, h, w_.dtype, w_.dtype}, stream_);
   norm(w_.out_norm, w_.out_norm_bias, last_.get(), last_.get(), rows);
-  gemm(last_.get(), output_projection(), logits_dev_.get(), rows, ActDtype::f32);
+  project(last_.get(), rows, logits_dev_.as<float>());
+}
+
+void CudaTransformer::project(const void* act, std::int64_t rows, float* out) {
+  const DeviceMatrix& m = output_projection();
+  if (!w_.vocab_parallel) return gemm(act, m, out, rows, ActDtype::f32);
+  const std::int64_t vocab = w_.spec.vocab;
+  ACTORLM_CUDA_CHECK(cudaMemsetAsync(out, 0, std::size_t(rows) * std::size_t(vocab) * sizeof(float), stream_));
+  GemmParams g{act, m.data.get(), out + w_.vocab_first, rows, m.rows, m.cols, w_.dtype, ActDtype::f32};
+  g.out_stride = vocab;
+  blas_.gemm(g);
+  all_reduce_(out, rows * vocab, ActDtype::f32, stream_);
 }
 
 bool CudaTransformer::graphable(std::span<const cpu::ForwardSeq> seqs) const {
@@ -494,7 +507,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
     timed_sync(stream_, waited_ns_);
     return;
   }
-  const DeviceMatrix& out = output_projection();
+  output_projection();  // throws where the rank holds none
   // A prompt's rows: final-normed now, projected a slice at a time by prompt_logits.
   if (kept_rows_ > 0) {
     embedding({x_.get(), meta<std::int32_t>(kept_rows_at_), kept_.get(), kept_rows_, tokens_, h, w_.dtype, w_.dtype},
@@ -508,7 +521,7 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   const std::int64_t R = logit_rows_;
   enqueue_logits(R);
   if (logits == nullptr) return;  // on the device for the caller, in stream order
-  to_host(logits_dev_.get(), std::size_t(R) * std::size_t(out.rows), *logits);
+  to_host(logits_dev_.get(), std::size_t(R) * std::size_t(s.vocab), *logits);
 }
 
 void CudaTransformer::to_host(const void* device, std::size_t floats, std::vector<float>& out) {
@@ -528,17 +541,14 @@ void CudaTransformer::prompt_logits(std::int64_t first, std::int64_t count, std:
   if (first < 0 || count < 0 || first + count > std::int64_t(kept_rows_))
     throw std::out_of_range("cuda transformer: prompt rows [" + std::to_string(first) + ", " +
                             std::to_string(first + count) + ") asked, " + std::to_string(kept_rows_) + " kept");
-  const DeviceMatrix& m = w_.output_matrix();
-  const std::size_t floats = static_cast<std::size_t>(count) * static_cast<std::size_t>(m.rows);
-  if (count == 0) {
-    out.clear();
-    return;
-  }
+  const std::size_t floats = static_cast<std::size_t>(count) * static_cast<std::size_t>(w_.spec.vocab);
+  out.clear();
+  if (count == 0) return;
   prompt_logits_dev_.reserve(floats * sizeof(float), "the prompt's logits");
   const std::size_t row_bytes = static_cast<std::size_t>(w_.spec.hidden) * act_bytes(w_.dtype);
-  gemm(kept_.as<std::byte>() + static_cast<std::size_t>(first) * row_bytes, m, prompt_logits_dev_.get(), count,
-       ActDtype::f32);
-  to_host(prompt_logits_dev_.get(), floats, out);
+  project(kept_.as<std::byte>() + static_cast<std::size_t>(first) * row_bytes, count, prompt_logits_dev_.as<float>());
+  if (w_.samples()) to_host(prompt_logits_dev_.get(), floats, out);
+  else timed_sync(stream_, waited_ns_);  // a vocabulary-parallel rank: its part is in the sum
 }
 
 }  // namespace actorlm::kernels::cuda

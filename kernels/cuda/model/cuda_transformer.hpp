@@ -66,7 +66,9 @@ class CudaTransformer {
   std::int64_t logit_rows() const { return logit_rows_; }
   // The rows the last forward kept (its all_logits sequences', in batch order), and the logits
   // of `count` of them from `first`: out becomes [count, vocab] f32 on the host (projected on
-  // the device, the stream synchronised). std::out_of_range past the kept rows.
+  // the device, the stream synchronised). std::out_of_range past the kept rows. With the
+  // vocabulary split every rank that computes logits calls it alike (the projection ends in an
+  // all-reduce); only the sampling rank's `out` is filled.
   std::int64_t prompt_rows() const { return kept_rows_; }
   void prompt_logits(std::int64_t first, std::int64_t count, std::vector<float>& out);
   // Nanoseconds spent waiting on the stream in forward() and prompt_logits() since construction.
@@ -98,6 +100,10 @@ class CudaTransformer {
   void norm(const DeviceBuffer& w, const DeviceBuffer& b, const void* x, void* out, std::int64_t rows,
             void* residual = nullptr);
   void gemm(const void* act, const DeviceMatrix& w, void* out, std::int64_t rows, ActDtype out_dtype);
+  // out [rows, vocab] f32 = the output projection of `rows` rows of `act`. With the vocabulary
+  // split over the ranks, each rank writes its columns of a zeroed out and an all-reduce sums
+  // them: every rank computing logits must call it alike.
+  void project(const void* act, std::int64_t rows, float* out);
   void attention(std::uint32_t layer, CudaKvCache& cache);
   void mlp(const DeviceLayer& l, const void* in, void* out);
   void reduce(void* data);

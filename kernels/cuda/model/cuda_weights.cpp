@@ -107,6 +107,8 @@ CudaWeights upload_weights(const cpu::ModelWeights& w, ActDtype dtype, cudaStrea
   out.stage = w.stage;
   out.stages = w.stages;
   out.dtype = dtype;
+  out.vocab_parallel = w.vocab_parallel;
+  out.vocab_first = w.vocab_first;
   Uploader up(dtype, stream);
   out.embed = up.matrix(w.embed, "the embedding");
   out.lm_head = up.matrix(w.lm_head, "the output projection");

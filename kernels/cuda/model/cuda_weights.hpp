@@ -35,7 +35,11 @@ struct CudaWeights {
   std::uint32_t stage = 0, stages = 1;
   ActDtype dtype = ActDtype::bf16;
   DeviceMatrix embed;    // [vocab, hidden]; empty on a stage after the first (untied)
-  DeviceMatrix lm_head;  // [vocab, hidden]; empty when tied or not the sampling rank
+  DeviceMatrix lm_head;  // [vocab, hidden]; empty when tied or not a rank that computes logits
+  // Split by vocabulary rows (cpu::ModelWeights::vocab_parallel): embed and lm_head hold the rows
+  // [vocab_first, vocab_first + rows) on every tensor rank.
+  bool vocab_parallel = false;
+  std::int64_t vocab_first = 0;
   DeviceBuffer out_norm, out_norm_bias;
   std::vector<DeviceLayer> layers;
   std::size_t bytes = 0;  // device memory the weights take
@@ -43,6 +47,7 @@ struct CudaWeights {
   bool first_stage() const { return stage == 0; }
   bool last_stage() const { return stage + 1 == stages; }
   bool samples() const { return rank == 0 && last_stage(); }
+  bool computes_logits() const { return last_stage() && (rank == 0 || vocab_parallel); }
   const DeviceMatrix& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
 };
 

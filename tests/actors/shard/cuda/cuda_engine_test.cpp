@@ -204,6 +204,32 @@ BOOST_AUTO_TEST_CASE(tensor_parallel_three_over_nccl_gives_the_tokens_of_one,
   expect_same(generate(cfg, ps, 10), one, 10);
 }
 
+// Under tensor parallelism the embedding and the LM head are split by vocabulary rows: every
+// rank projects its columns of the logits, the prompt's slices too, in step with the sampling
+// rank (an all-reduce ends each projection). The prompt's scores are one rank's.
+BOOST_AUTO_TEST_CASE(prompt_log_probabilities_under_tensor_parallelism_are_one_ranks,
+                     *boost::unit_test::precondition(model_present) * boost::unit_test::precondition(three_devices)) {
+  auto cfg = base_config(config::Backend::cuda);
+  cfg.cache.num_gpu_blocks_override = 256;
+  cfg.scheduler.chunked_prefill = true;
+  cfg.scheduler.max_num_batched_tokens = 16;
+  const auto ps = testing::random_prompts(3, vocab, 6);
+  std::map<scheduler::RequestId, std::vector<shard::PromptLogprob>> one, three;
+  const auto want = generate(cfg, ps, 3, nullptr, nullptr, &one);
+  cfg.engine.tensor_parallel_degree = 3;
+  expect_same(generate(cfg, ps, 3, nullptr, nullptr, &three), want, 3);
+  BOOST_REQUIRE_EQUAL(three.size(), ps.size());
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const auto& w = one.at(i + 1);
+    const auto& g = three.at(i + 1);
+    BOOST_REQUIRE_EQUAL(g.size(), w.size());
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      BOOST_TEST(g[j].position == w[j].position);
+      BOOST_TEST(std::abs(g[j].logprob - w[j].logprob) < 2e-3, "request " << i + 1 << " position " << w[j].position);
+    }
+  }
+}
+
 // engine.cuda_graphs: the decode steps replayed as CUDA graphs (one per padded batch size and
 // context bucket, run launch by launch at its first step) give the tokens of the steps run
 // launch by launch: on one rank, and on three with the all-reduces among the captured work.
