@@ -89,7 +89,13 @@ void take_prompt_logprobs(const Step& step, const std::vector<const SequenceStat
     for (const auto& [first, count] : slices_of(job_rows, kept, slice)) {
       std::size_t end = next;
       while (end < jobs.size() && jobs[end].row < first + count) ++end;
-      rows(first, count, logits);
+      try {
+        rows(first, count, logits);
+      } catch (...) {  // the later slices are still projected (see the header), not scored
+        if (!failed.exchange(true)) failure = std::current_exception();
+        next = end;
+        continue;
+      }
       const auto run = [&](std::int64_t begin, std::int64_t stop) {
         for (std::int64_t k = begin; k < stop; ++k) {
           try {

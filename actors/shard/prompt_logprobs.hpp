@@ -30,8 +30,9 @@ using PromptRows = std::function<void(std::int64_t first, std::int64_t count, st
 // The kept rows: per SeqWork in step order (padding left out), end - begin rows when
 // wants_prompt_rows, `kept` in all. Appends the prompt entries, in step and position order, to
 // `out`. The rows are projected by `rows` `slice` at a time (prompt_rows_per_slice) and scored
-// on `pool`: every slice of prompt_slices, even after a row failed to score (the first failure is
-// rethrown once all are projected, so vocabulary-parallel ranks stay in step). Returns at once
+// on `pool`: every slice of prompt_slices, even after a row failed to score or a slice to
+// project (the first failure is rethrown once all are projected, so vocabulary-parallel ranks
+// stay in step). Returns at once
 // (nothing to do) when no SeqWork asks for them.
 void take_prompt_logprobs(const Step& step, const std::vector<const SequenceState::Sequence*>& work,
                           std::int64_t kept, const PromptRows& rows, std::size_t vocab, std::int64_t slice,

@@ -66,7 +66,8 @@ void Blas::gemm(const GemmParams& p) {
               ", k " + std::to_string(p.k));
   require(p.out_dtype == p.in_dtype || p.out_dtype == ActDtype::f32, "gemm: out_dtype must be in_dtype or f32");
   const std::int64_t ldc = p.out_stride == 0 ? p.n : p.out_stride;
-  require(ldc >= p.n && ldc <= max_dim, "gemm: out_stride " + std::to_string(p.out_stride) + " below n " + std::to_string(p.n));
+  require(ldc >= p.n && ldc <= max_dim, "gemm: out_stride " + std::to_string(p.out_stride) + " outside [n, 2^31 - 1], n " +
+                                            std::to_string(p.n));
   // Row-major out = act · weightᵀ is column-major outᵀ[n, m] = weight-as-stored (opT) · actᵀ:
   // a row-major [n, k] weight is the column-major [k, n] matrix, a row-major [m, k] act the
   // column-major [k, m] one.

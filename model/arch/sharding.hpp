@@ -30,8 +30,8 @@ struct RankShard {
   bool kv_replicated = false;                  // fewer KV heads than ranks: others hold copies
   std::uint32_t ffn_begin = 0, ffn_columns = 0;  // MLP intermediate columns
   // ceil(vocab / degree): one rank's rows of a vocabulary-parallel embedding and LM head
-  // (Megatron's VocabParallelEmbedding, vLLM's). The cpu backend keeps the whole vocabulary on
-  // every rank instead and does not use it.
+  // (Megatron's VocabParallelEmbedding, vLLM's, the cuda backend's; the last rank's fewer). The
+  // cpu backend keeps the whole vocabulary on every rank instead.
   std::uint32_t vocab_rows = 0;
 
   // The local KV head read by local query head j (grouped-query attention).

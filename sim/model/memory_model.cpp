@@ -1,7 +1,7 @@
 // The per-GPU memory model. Weights follow Megatron/vLLM sharding (model/arch/sharding.hpp, the
 // rules the cpu backend loads the layers by): Q heads and FFN width split over the ranks; the
-// vocabulary (embedding and LM head) split too, or held whole as actorlm's backends hold it
-// (MemoryOptions::vocab_parallel); K/V heads split, or replicated when there are fewer KV heads
+// vocabulary (embedding and LM head) split too (as the cuda backend splits it), or held whole as
+// the cpu backend holds it (MemoryOptions::vocab_parallel); K/V heads split, or replicated when there are fewer KV heads
 // than ranks; norms replicated. The activation workspace is what vLLM's profiling run measures:
 // one layer's intermediates for max_num_batched_tokens tokens (layers run one after another, so
 // only one layer's are live) plus fp32 logits.

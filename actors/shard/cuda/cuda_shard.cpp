@@ -20,6 +20,17 @@ cudaStream_t make_stream(int device) {
   return s;
 }
 
+// The prompt slices take_prompt_logprobs projects, projected and not scored: what a
+// vocabulary-parallel rank does in step with the sampling rank, whose projections each end in an
+// all-reduce (and what the sampling rank does when it cannot score, so that the others are not
+// left waiting).
+void project_prompt_slices(kernels::cuda::CudaTransformer& t, const Step& step,
+                           const std::vector<const SequenceState::Sequence*>& work, std::size_t vocab) {
+  std::vector<float> none;
+  for (const auto& [first, count] : prompt_slices(step, work, t.prompt_rows(), prompt_rows_per_slice(vocab)))
+    t.prompt_logits(first, count, none);
+}
+
 }  // namespace
 
 CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cuda::ActDtype dtype,
@@ -32,9 +43,9 @@ CudaShard::CudaShard(const kernels::cpu::ModelWeights& host_weights, kernels::cu
     transformer_ = std::make_unique<kernels::cuda::CudaTransformer>(weights_, stream_, std::move(all_reduce));
     // The largest step's buffers first: what the plan counts as activations is taken before the
     // KV cache takes the rest.
-    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len,
-                          weights_.computes_logits() ? o.max_seqs : 0, o.block_size,
-                          o.kv_dtype);  // logits only where they are computed
+    const bool logits = weights_.computes_logits();  // logits only where they are computed
+    transformer_->reserve(o.max_batched_tokens, o.max_seqs, o.max_model_len, logits ? o.max_seqs : 0, o.block_size,
+                          o.kv_dtype, logits ? prompt_rows_per_slice(static_cast<std::size_t>(weights_.spec.vocab)) : 0);
     if (weights_.samples()) sampler_.reserve(static_cast<std::size_t>(o.max_seqs));
     if (o.graphs) transformer_->enable_graphs(o.max_seqs, o.max_model_len);
     cache_ = std::make_unique<kernels::cuda::CudaKvCache>(
@@ -82,7 +93,11 @@ StepResult CudaShard::execute(const Step& step) {
     transformer_->forward(batch_, *cache_, weights_.computes_logits(), nullptr);  // logits stay on the GPU
     cache_->wait_swaps(stream_);  // what the forward did not wait for (a step with no rows)
     if (batch_.empty() || unprepared) kernels::cuda::timed_sync(stream_, waited);  // the copies and swaps are done
-    if (unprepared) std::rethrow_exception(unprepared);
+    if (unprepared) {
+      if (weights_.vocab_parallel)
+        project_prompt_slices(*transformer_, step, work, static_cast<std::size_t>(weights_.spec.vocab));
+      std::rethrow_exception(unprepared);
+    }
   } catch (const std::out_of_range& e) {
     throw std::invalid_argument(std::string("cuda shard: ") + e.what());
   }
@@ -90,14 +105,7 @@ StepResult CudaShard::execute(const Step& step) {
   StepResult r;
   r.step_id = step.id;
   const auto vocab = static_cast<std::size_t>(weights_.spec.vocab);
-  if (!weights_.samples() && weights_.computes_logits()) {
-    // A vocabulary-parallel rank: the sampling rank's prompt slices, projected in step with it
-    // (each projection ends in an all-reduce); its scores are the sampling rank's to take.
-    std::vector<float> none;
-    for (const auto& [first, count] :
-         prompt_slices(step, work, transformer_->prompt_rows(), prompt_rows_per_slice(vocab)))
-      transformer_->prompt_logits(first, count, none);
-  }
+  if (!weights_.samples() && weights_.computes_logits()) project_prompt_slices(*transformer_, step, work, vocab);
   if (weights_.samples()) {
     // Prompt log-probabilities: the kept rows projected on the GPU a slice at a time, scored on
     // the host as the cpu shard scores them.

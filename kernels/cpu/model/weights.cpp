@@ -135,6 +135,7 @@ ModelWeights load_weights(const model::TensorSource& src, const model::Architect
 
   // The embedding: looked up by the first stage's ranks, and the tied output projection of the
   // ranks that compute logits; split by vocabulary rows with vocab_parallel.
+  vocab_parallel = vocab_parallel && world > 1;  // one rank holds it all anyway
   w.vocab_parallel = vocab_parallel;
   std::int64_t vocab_rows = v;
   if (vocab_parallel) {

@@ -4,7 +4,8 @@
 // model/arch/sharding.hpp's rules: Q/K/V and the FFN's first projection by output rows, the
 // attention output and FFN down projection by input columns, so each rank's partial outputs
 // are summed by one all-reduce; KV heads split, or replicated when there are fewer than ranks.
-// The whole vocabulary stays on every rank (the embedding; the LM head on rank 0).
+// The vocabulary stays whole (the embedding on every rank, the LM head on rank 0) unless it is
+// split by rows over the ranks (vocab_parallel, the cuda backend's layout under tensor parallelism).
 // A layer split (pipeline stages) holds only its stage's layers (model::layers_of_stage); the
 // first stage holds the embedding, the last the output norm and projection (and the embedding
 // when the projection is tied to it).

@@ -59,7 +59,7 @@ void CudaTransformer::enable_graphs(std::int32_t max_seqs, std::uint32_t max_con
 }
 
 void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint32_t max_context, std::int64_t logit_rows,
-                              std::uint32_t block_size, ActDtype cache_dtype) {
+                              std::uint32_t block_size, ActDtype cache_dtype, std::int64_t prompt_slice_rows) {
   const model::RankShard& p = w_.heads;
   const std::size_t es = act_bytes(w_.dtype), hd = w_.spec.head_dim, h = w_.spec.hidden;
   const auto T = static_cast<std::size_t>(tokens);
@@ -98,6 +98,13 @@ void CudaTransformer::reserve(std::int64_t tokens, std::int32_t seqs, std::uint3
     last_.reserve(R * h * es, "activations");
     logits_dev_.reserve(R * w_.spec.vocab * sizeof(float), "the logits");
     kept_.reserve(T * h * es, "the prompt's rows");  // every row of a step may be a scored prompt's
+  }
+  if (prompt_slice_rows > 0) {
+    // Up front: under tensor parallelism every rank projects the slices, each ending in an
+    // all-reduce, and an allocation failing on one rank only would leave the others waiting.
+    const std::size_t bytes = std::size_t(prompt_slice_rows) * std::size_t(w_.spec.vocab) * sizeof(float);
+    prompt_logits_dev_.reserve(bytes, "the prompt's logits");
+    if (w_.samples()) logits_host_.reserve(bytes, "the prompt's logits");
   }
 }
 
@@ -486,12 +493,19 @@ void CudaTransformer::forward(std::span<const cpu::ForwardSeq> seqs, CudaKvCache
   reserve(tokens_, decode_seqs_, decode_max_context_, compute_logits ? logit_rows_ : 0, cache.block_size(),
           cache.dtype());
   if (!compute_logits) kept_rows_ = 0;
-  // Only the sampling rank keeps rows: should its buffer not fit (a step larger than the one the
-  // shard reserved for), it still runs the forward, whose all-reduces the other ranks wait for,
-  // and fails the step after it.
+  const std::size_t kept_bytes = std::size_t(kept_rows_) * h * act_bytes(w_.dtype);
+  // With the vocabulary split every rank keeps the rows and projects them, each projection ending
+  // in an all-reduce: a step whose rows do not fit the buffer reserved at start (alike on every
+  // rank) is refused by every rank alike, before anything is enqueued.
+  if (w_.vocab_parallel && kept_bytes > kept_.bytes())
+    throw std::invalid_argument("cuda transformer: " + std::to_string(kept_rows_) +
+                                " prompt rows to score, more than the shard reserved for");
+  // Otherwise only the sampling rank keeps rows: should its buffer not fit (a step larger than the
+  // one the shard reserved for), it still runs the forward, whose all-reduces the other ranks
+  // wait for, and fails the step after it.
   std::exception_ptr no_room;
   if (kept_rows_ > 0) try {
-      kept_.reserve(std::size_t(kept_rows_) * h * act_bytes(w_.dtype), "the prompt's rows");
+      kept_.reserve(kept_bytes, "the prompt's rows");
     } catch (...) {
       no_room = std::current_exception();
     }
@@ -544,7 +558,13 @@ void CudaTransformer::prompt_logits(std::int64_t first, std::int64_t count, std:
   const std::size_t floats = static_cast<std::size_t>(count) * static_cast<std::size_t>(w_.spec.vocab);
   out.clear();
   if (count == 0) return;
-  prompt_logits_dev_.reserve(floats * sizeof(float), "the prompt's logits");
+  if (floats * sizeof(float) > prompt_logits_dev_.bytes()) {
+    // A slice larger than the shard reserved for (one rank: the others wait for no collective of
+    // it; several: each grows alike). The forward's collectives are only enqueued: let them
+    // finish before a cudaFree that could wait on this device while a peer waits on the driver.
+    timed_sync(stream_, waited_ns_);
+    prompt_logits_dev_.reserve(floats * sizeof(float), "the prompt's logits");
+  }
   const std::size_t row_bytes = static_cast<std::size_t>(w_.spec.hidden) * act_bytes(w_.dtype);
   project(kept_.as<std::byte>() + static_cast<std::size_t>(first) * row_bytes, count, prompt_logits_dev_.as<float>());
   if (w_.samples()) to_host(prompt_logits_dev_.get(), floats, out);

@@ -9,7 +9,8 @@
 // and prefix-cache hits), output GEMM, MLP; with world > 1 the partial outputs are summed by
 // `all_reduce` (NCCL). Only the rows whose logits are wanted go through the final norm and the
 // output projection, in the step's order: f32 logits left on the device for the cuda sampler, or
-// copied back to the host.
+// copied back to the host. With the vocabulary split over the ranks (CudaWeights::vocab_parallel)
+// the embedding's rows and the logits' columns are each rank's, summed by an all-reduce too.
 
 #include "kernels/cpu/model/transformer.hpp"
 #include "kernels/cuda/gemm.hpp"
@@ -76,12 +77,13 @@ class CudaTransformer {
 
   // Sizes the device buffers for a step of up to `tokens` rows (and, for its sequences with one
   // new row, `seqs` of up to `max_context` positions; `logit_rows` rows of logits and, where
-  // there are any, `tokens` rows kept for prompt log-probabilities): a shard calls it
-  // at start for its largest step, before the KV cache takes the rest of the memory, and each
-  // forward calls it for its own step before the step's first collective. Throws
-  // std::runtime_error naming the buffer when the device runs out of memory.
+  // there are any, `tokens` rows kept for prompt log-probabilities, and the logits of
+  // `prompt_slice_rows` of those, on the device and, on the sampling rank, pinned on the host):
+  // a shard calls it at start for its largest step, before the KV cache takes the rest of the
+  // memory, and each forward calls it for its own step before the step's first collective.
+  // Throws std::runtime_error naming the buffer when the device runs out of memory.
   void reserve(std::int64_t tokens, std::int32_t seqs, std::uint32_t max_context, std::int64_t logit_rows,
-               std::uint32_t block_size, ActDtype cache_dtype);
+               std::uint32_t block_size, ActDtype cache_dtype, std::int64_t prompt_slice_rows = 0);
 
   const CudaWeights& weights() const { return w_; }
 

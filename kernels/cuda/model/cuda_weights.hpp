@@ -34,7 +34,8 @@ struct CudaWeights {
   std::int32_t rank = 0, world = 1;
   std::uint32_t stage = 0, stages = 1;
   ActDtype dtype = ActDtype::bf16;
-  DeviceMatrix embed;    // [vocab, hidden]; empty on a stage after the first (untied)
+  DeviceMatrix embed;    // [vocab, hidden] (vocab_parallel: the rank's rows); empty on a stage
+                         // after the first (untied)
   DeviceMatrix lm_head;  // [vocab, hidden]; empty when tied or not a rank that computes logits
   // Split by vocabulary rows (cpu::ModelWeights::vocab_parallel): embed and lm_head hold the rows
   // [vocab_first, vocab_first + rows) on every tensor rank.

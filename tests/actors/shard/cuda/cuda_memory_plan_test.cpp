@@ -71,7 +71,6 @@ BOOST_AUTO_TEST_CASE(under_tensor_parallelism_serve_and_simulate_plan_the_same_b
   // SmolLM2 ties its head to the embedding: one 49,152 x 576 matrix, of which each rank holds
   // 16,384 rows at TP 3 (kernels/cpu/model/weights.hpp's vocab_parallel), as the simulator plans.
   const std::string tp3 = "tensor_parallel_degree = 3\n";
-  const std::string tp1 = "tensor_parallel_degree = 1\n";
   for (const std::string gpu : {"a10g", "l4", "a100-80gb", "h200"}) {
     const auto served = served_plan(gpu, tp3);
     const auto sim = simulated(gpu, tp3);
@@ -83,10 +82,6 @@ BOOST_AUTO_TEST_CASE(under_tensor_parallelism_serve_and_simulate_plan_the_same_b
       BOOST_TEST(served.gpu.block_bytes == s.block_bytes);
       BOOST_TEST(served.gpu.num_blocks == sim.capacity.device_blocks);
       BOOST_TEST(served.gpu.num_blocks > 0u);
-      // The vocabulary's rows that a rank does not hold at TP 3, against TP 1's whole matrix (the
-      // layers' shares and the smaller block change the rest).
-      const auto one = served_plan(gpu, tp1);
-      BOOST_TEST(one.gpu.weights_bytes - served.gpu.weights_bytes > (49152.0 - 16384.0) * 576 * 2);
     }
   }
 }
