@@ -269,6 +269,55 @@ BOOST_AUTO_TEST_CASE(each_rank_loads_what_the_sharding_rules_say_it_holds) {
   BOOST_TEST(split_degrees > 0u);  // some fixture splits, or the loop above checked only whole models
 }
 
+// Split by vocabulary rows (the cuda backend's layout under tensor parallelism), each rank holds
+// ceil(vocab / world) consecutive rows of the embedding and of the LM head (the last rank the
+// rest), equal to those rows of the whole model's, and together the ranks hold every row once.
+// A tied model (llama-tied, falcon-7b-style) projects with its embedding, so its ranks hold no
+// separate LM head.
+BOOST_AUTO_TEST_CASE(a_vocabulary_parallel_rank_holds_its_rows_of_the_embedding_and_the_lm_head) {
+  std::uint32_t split_degrees = 0, tied_models = 0;
+  for (const char* name : {"llama.gguf", "llama-tied.gguf", "falcon-7b-style.gguf", "falcon-40b-style.gguf"}) {
+    auto src = model::open_tensor_source(fixture(name));
+    const auto arch = model::read_architecture(*src);
+    const auto whole = load_weights(*src, arch);
+    const bool tied = whole.lm_head.empty();
+    tied_models += tied;
+    for (std::uint32_t world : model::shardable_degrees(arch, 4)) {
+      split_degrees += world > 1;
+      std::int64_t next = 0;  // the first row no rank has held yet
+      for (std::uint32_t rank = 0; rank < world; ++rank) {
+        const auto w = load_weights(*src, arch, std::int32_t(rank), std::int32_t(world), WeightStorage::stored, 0, 1,
+                                    /*vocab_parallel=*/true);
+        const std::string what = std::string(name) + " rank " + std::to_string(rank) + "/" + std::to_string(world);
+        const std::int64_t per_rank = (std::int64_t(arch.vocab) + world - 1) / world;
+        BOOST_TEST(w.vocab_parallel == (world > 1), what);  // one rank holds it all anyway
+        BOOST_TEST(w.computes_logits(), what);
+        BOOST_TEST(w.samples() == (rank == 0), what);
+        BOOST_TEST(w.heads.vocab_rows == std::uint32_t(per_rank), what);
+        BOOST_TEST(w.vocab_first == next, what);
+        const std::int64_t rows = std::min(per_rank, std::int64_t(arch.vocab) - w.vocab_first);
+        BOOST_TEST(w.embed.rows == rows, what);
+        BOOST_TEST(w.lm_head.empty() == tied, what);
+        if (!tied) BOOST_TEST(w.lm_head.rows == rows, what);
+        std::vector<float> mine(arch.hidden), theirs(arch.hidden);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          w.embed.dequantize_row(r, mine);
+          whole.embed.dequantize_row(w.vocab_first + r, theirs);
+          BOOST_TEST(mine == theirs, what << " embedding row " << w.vocab_first + r);
+          if (tied) continue;
+          w.lm_head.dequantize_row(r, mine);
+          whole.lm_head.dequantize_row(w.vocab_first + r, theirs);
+          BOOST_TEST(mine == theirs, what << " LM head row " << w.vocab_first + r);
+        }
+        next = w.vocab_first + rows;
+      }
+      BOOST_TEST(next == std::int64_t(arch.vocab), name << " over " << world);
+    }
+  }
+  BOOST_TEST(split_degrees > 0u);
+  BOOST_TEST(tied_models == 2u);  // both kinds of model were checked
+}
+
 BOOST_AUTO_TEST_CASE(a_missing_tensor_is_named_in_the_error) {
   auto src = model::open_tensor_source(fixture("llama.gguf"));
   auto spec = model::read_architecture(*src);
