@@ -20,13 +20,16 @@ constexpr int threads = 128;       // 4 warps, 4 query rows each
 constexpr int rows_per_warp = tile_rows / (threads / 32);
 
 // grid: (tiles of max_query_len, q_heads, seqs). Shared memory: the tile's queries (scaled), one
-// K tile (rows padded by one float: lane j reads row j, so the 32 lanes hit 32 banks) and one V
-// tile, in f32.
+// K tile (rows padded by one float: lane j reads row j, so the 32 lanes hit 32 banks), one V
+// tile, in f32, and each row's exponentiated scores of the tile (lane j's at es[..][j]), which
+// every lane of the warp then reads in turn (a broadcast, as 32 shuffles would be, but one
+// __syncwarp instead of 32 warp collectives: the cuda_emu emulation pays per collective).
 template <class A, class C, int HD>
 __global__ void __launch_bounds__(threads) prefill_kernel(PrefillAttentionParams p) {
   __shared__ float qs[tile_rows][HD];
   __shared__ float ks[tile_positions][HD + 1];
   __shared__ float vs[tile_positions][HD];
+  __shared__ float es[tile_rows][tile_positions];
   constexpr int per_lane = HD / 32;  // output elements a lane accumulates per row
   const std::int32_t h = blockIdx.y, s = blockIdx.z;
   const std::uint32_t q0 = p.query_starts[s], nq = p.query_starts[s + 1] - q0, r0 = blockIdx.x * tile_rows;
@@ -92,8 +95,11 @@ __global__ void __launch_bounds__(threads) prefill_kernel(PrefillAttentionParams
 #pragma unroll
       for (int k = 0; k < per_lane; ++k) acc[i][k] *= w;
       const int visible = int(min(std::uint32_t(tile_positions), qpos - p0 + 1));
+      // Row r's slot is rewritten only in the next tile, after its __syncthreads.
+      es[r][lane] = e;
+      __syncwarp();
       for (int j = 0; j < visible; ++j) {
-        const float ej = __shfl_sync(0xffffffffu, e, j);
+        const float ej = es[r][j];
 #pragma unroll
         for (int k = 0; k < per_lane; ++k) acc[i][k] += ej * vs[j][lane + 32 * k];
       }

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -36,7 +37,23 @@ bool on_device(const void* p, int rows, int cols, int ld, std::size_t bytes) {
   return cuda_emu::device_range(p, (std::size_t(ld) * (cols - 1) + rows) * bytes);
 }
 
-// Eight running sums, which the compiler vectorises (cuBLAS's order of summation is its own too).
+// Column-major storage: element (r, c) of op(X) is X[r + c ld], or X[c + r ld] when transposed.
+// Rows [first, first + rows) of op(X) (its columns `cols`) as row-major floats in out[rows, cols].
+void rows_of(const void* x, ActDtype t, bool trans, int ld, int first, int rows, int cols, float* out,
+             std::vector<float>& scratch) {
+  if (trans) {  // op(X)'s rows are X's columns: contiguous
+    for (int r = 0; r < rows; ++r)
+      cuda_emu::load_floats(x, t, std::size_t(first + r) * ld, cols, out + std::size_t(r) * cols);
+    return;
+  }
+  scratch.resize(rows);
+  for (int c = 0; c < cols; ++c) {
+    cuda_emu::load_floats(x, t, std::size_t(first) + std::size_t(c) * ld, rows, scratch.data());
+    for (int r = 0; r < rows; ++r) out[std::size_t(r) * cols + c] = scratch[r];
+  }
+}
+
+// Eight running sums, which the compiler vectorises.
 float dot(const float* x, const float* y, int k) {
   float s[8] = {};
   int l = 0;
@@ -105,21 +122,23 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   const auto av = *at, cv = *ct;
   const auto run = [=] {
     cuda_emu::count(cuda_emu::Counted::gemm);
-    // op(B) as n columns of k floats, op(A) one row of k floats at a time.
-    std::vector<float> bt(std::size_t(n) * k), row(k);
-    for (int j = 0; j < n; ++j)
-      for (int l = 0; l < k; ++l)
-        bt[std::size_t(j) * k + l] =
-            load(B, av, tb ? std::size_t(j) + std::size_t(l) * ldb : std::size_t(l) + std::size_t(j) * ldb);
-    for (int i = 0; i < m; ++i) {
-      for (int l = 0; l < k; ++l)
-        row[l] = load(A, av, ta ? std::size_t(l) + std::size_t(i) * lda : std::size_t(i) + std::size_t(l) * lda);
-      for (int j = 0; j < n; ++j) {
-        const float* col = bt.data() + std::size_t(j) * k;
-        const float acc = dot(row.data(), col, k);
-        const std::size_t c = std::size_t(i) + std::size_t(j) * ldc;
-        store(C, cv, c, b == 0.0f ? a * acc : a * acc + b * load(C, cv, c));
-      }
+    // op(B)'s n columns as rows of k floats; op(A) a chunk of rows at a time (about 256 KiB of
+    // floats: a whole weight widened at once cost page faults and a pass through memory), each
+    // element of the product one dot() (cuBLAS's order of summation is its own too). Then alpha,
+    // beta and the rounding to C's type as cuBLAS applies them.
+    std::vector<float> bt(std::size_t(n) * k), scratch;
+    rows_of(B, av, !tb, ldb, 0, n, k, bt.data(), scratch);
+    const int chunk = std::max(1, std::min(m, (1 << 16) / std::max(k, 1)));
+    std::vector<float> arows(std::size_t(chunk) * k);
+    for (int i0 = 0; i0 < m; i0 += chunk) {
+      const int rows = std::min(chunk, m - i0);
+      rows_of(A, av, ta, lda, i0, rows, k, arows.data(), scratch);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < n; ++j) {
+          const float x = dot(arows.data() + std::size_t(r) * k, bt.data() + std::size_t(j) * k, k);
+          const std::size_t c = std::size_t(i0 + r) + std::size_t(j) * ldc;
+          store(C, cv, c, b == 0.0f ? a * x : a * x + b * load(C, cv, c));
+        }
     }
   };
   if (cuda_emu::capturing()) {

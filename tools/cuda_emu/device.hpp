@@ -99,6 +99,10 @@ T shuffle_from(unsigned mask, const T& v, int src_of_this_lane) {
 }  // namespace cuda_emu
 
 inline void __syncthreads() { ::cuda_emu::sync_threads(); }
+// Every lane of the warp waits for the others (a full mask only, as the other collectives).
+inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  ::cuda_emu::warp_gather(mask, nullptr, 0, ::cuda_emu::Collective::sync);
+}
 
 template <class T>
 T __shfl_sync(unsigned mask, T v, int src, int width = 32) {

@@ -306,9 +306,9 @@ WarpDeposits warp_gather(unsigned mask, const void* mine, std::size_t bytes, Col
     throw std::runtime_error("a full-mask warp collective in warp " + std::to_string(t.warp) + " after some of its lanes exited");
   if (w.arrived == 0) w.kind = kind;
   else if (w.kind != kind)
-    throw std::runtime_error("lanes of warp " + std::to_string(t.warp) + " at different collectives at once (a shuffle and a ballot)");
+    throw std::runtime_error("lanes of warp " + std::to_string(t.warp) + " at different collectives at once (a shuffle, a ballot or __syncwarp)");
   unsigned char* slots = w.slots[w.generation & 1];
-  std::memcpy(slots + 16 * t.lane, mine, bytes);
+  if (bytes > 0) std::memcpy(slots + 16 * t.lane, mine, bytes);
   if (++w.arrived == w.live) {
     w.arrived = 0;
     ++w.generation;

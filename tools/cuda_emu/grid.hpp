@@ -66,7 +66,8 @@ void sync_threads();
 // once all have, each gets the warp's deposits (slot l: lane l's, 16 bytes apart) and the mask
 // of lanes that exist. `mask` must name every lane of the warp (partial masks are not emulated);
 // lanes at collectives of different kinds at once are an error (a shuffle against a ballot).
-enum class Collective { shuffle, ballot };
+// `sync` (__syncwarp) deposits nothing (`bytes` 0).
+enum class Collective { shuffle, ballot, sync };
 struct WarpDeposits {
   const unsigned char* slots;
   unsigned present;

@@ -23,6 +23,8 @@ int device_count();
 // into it (cuBLAS's and NCCL's outputs).
 float load(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i);
 void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v);
+// Elements [first, first + n) of such memory widened into out[n] (load's values, in bulk).
+void load_floats(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t first, std::size_t n, float* out);
 
 // What the emulation has run since the process started, each a stream operation that a GPU
 // queues for one launch or more: kernel launches, asynchronous copies and memsets, cuBLAS GEMMs,

@@ -127,6 +127,22 @@ float load(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i) {
   }
 }
 
+void load_floats(const void* p, actorlm::kernels::cuda::ActDtype t, std::size_t first, std::size_t n, float* out) {
+  switch (t) {
+    case actorlm::kernels::cuda::ActDtype::f16: {
+      const __half* x = static_cast<const __half*>(p) + first;
+      for (std::size_t i = 0; i < n; ++i) out[i] = __half2float(x[i]);
+      break;
+    }
+    case actorlm::kernels::cuda::ActDtype::bf16: {
+      const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p) + first;
+      for (std::size_t i = 0; i < n; ++i) out[i] = __bfloat162float(x[i]);
+      break;
+    }
+    default: std::memcpy(out, static_cast<const float*>(p) + first, n * sizeof(float));
+  }
+}
+
 void store(void* p, actorlm::kernels::cuda::ActDtype t, std::size_t i, float v) {
   switch (t) {
     case actorlm::kernels::cuda::ActDtype::f16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;

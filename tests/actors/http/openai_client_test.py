@@ -211,8 +211,9 @@ class VllmExtensionFieldsTest(ServerTestCase):
         return text, reason, usages[-1].completion_tokens, tokens
 
     def chat(self, stream, **kw):
-        """(content, finish_reason, usage) of a greedy answer to QUESTION."""
-        args = dict(model=MODEL, messages=QUESTION, temperature=0)
+        """(content, finish_reason, usage) of a greedy answer to QUESTION (64 tokens at most: an
+        answer that misses its end fails at once, not after the whole context)."""
+        args = dict(model=MODEL, messages=QUESTION, temperature=0, max_tokens=64)
         args.update(kw)
         if not stream:
             r = self.client.chat.completions.create(**args)
