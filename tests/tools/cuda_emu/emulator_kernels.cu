@@ -25,6 +25,14 @@ __global__ void neighbour_kernel(float* out, bool barrier) {
   out[threadIdx.x] = slots[threadIdx.x == 0 ? 0 : threadIdx.x - 1];
 }
 
+// Each lane reads the slot the next lane of its warp wrote (lane 31: lane 0's).
+__global__ void warp_neighbour_kernel(float* out, bool sync) {
+  extern __shared__ float slots[];
+  slots[threadIdx.x] = float(threadIdx.x);
+  if (sync) __syncwarp();
+  out[threadIdx.x] = slots[threadIdx.x / 32 * 32 + (threadIdx.x + 1) % 32];
+}
+
 // A block of 48 threads: its second warp has 16 lanes, and lane 0 of it reads lane 20.
 __global__ void missing_lane_kernel(int* out) { out[threadIdx.x] = __shfl_sync(0xffffffffu, int(threadIdx.x), 20); }
 
@@ -84,6 +92,11 @@ void block_sum_on(const float* in, float* out, int blocks, int threads, cudaStre
 
 void neighbours(float* out, int threads, bool barrier) {
   neighbour_kernel<<<1, threads, threads * sizeof(float)>>>(out, barrier);
+  cudaDeviceSynchronize();
+}
+
+void warp_neighbours(float* out, int threads, bool sync) {
+  warp_neighbour_kernel<<<1, threads, threads * sizeof(float)>>>(out, sync);
   cudaDeviceSynchronize();
 }
 

@@ -15,6 +15,9 @@ void block_sum_on(const float* in, float* out, int blocks, int threads, cudaStre
 // out[i] = i - 1 (out[0] = 0), written by thread i - 1 into shared memory; without the barrier
 // the read may come first.
 void neighbours(float* out, int threads, bool barrier);
+// out[i] = the index of the next lane of i's warp (lane 31: lane 0), written by that lane into
+// shared memory before a __syncwarp (or none).
+void warp_neighbours(float* out, int threads, bool sync);
 // Per thread 4 ints: shfl from lane 5 of lane * 10, shfl_xor 1 of lane, shfl_down 4 of lane,
 // ballot of lane % 3 == 0.
 void warp_ops(int* out, int threads);

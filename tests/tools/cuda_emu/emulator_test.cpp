@@ -88,6 +88,20 @@ BOOST_AUTO_TEST_CASE(a_kernel_missing_a_barrier_reads_what_its_neighbour_had_not
   BOOST_TEST(nan > 0);
 }
 
+// __syncwarp orders a warp's shared-memory writes before its reads; without it some lane reads
+// first (the lanes run in a random order).
+BOOST_AUTO_TEST_CASE(a_warp_reads_what_its_lanes_wrote_before_a_syncwarp) {
+  const int threads = 64;
+  Device<float> out(threads);
+  std::vector<float> want(threads);
+  for (int i = 0; i < threads; ++i) want[i] = float(i / 32 * 32 + (i + 1) % 32);
+  cuda_emu_test::warp_neighbours(out.ptr, threads, true);
+  BOOST_TEST(out.host() == want, boost::test_tools::per_element());
+  cuda_emu_test::warp_neighbours(out.ptr, threads, false);
+  const auto got = out.host();
+  BOOST_TEST(std::count_if(got.begin(), got.end(), [](float x) { return std::isnan(x); }) > 0);
+}
+
 BOOST_AUTO_TEST_CASE(shuffles_and_ballots_follow_cuda_semantics) {
   const int threads = 64;
   Device<int> out(4 * threads);
