@@ -7,8 +7,13 @@
 # This proves the path, not the accuracy: the figures are benchmarks (a loaded machine moves them).
 # Calibrate takes the median of 3 passes: with 1, a burst of load from the tests beside it made
 # the fit find every GEMM free (seen under the full suite).
+# CALIBRATE_SMOKE_TP=1 (the sanitizer build's setting) leaves TP 3 out: under the sanitizers its
+# three oversubscribed ranks took most of the suite's serial time, and the multi-rank paths run
+# under them in the cluster and engine tests.
 set -euo pipefail
 actorlm="$1"
+tps="${CALIBRATE_SMOKE_TP:-1,3}"
+[[ "$tps" == "1,3" || "$tps" == "1" ]] || { echo "CALIBRATE_SMOKE_TP: 1,3 or 1, not $tps" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -17,7 +22,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # fit refuses ("found every GEMM free", as it should on a machine that loaded). That refusal,
 # and only it, gets a second try (seen once in a full suite, with the test running alone).
 for attempt in 1 2; do
-  if "$actorlm" calibrate --quick --tp 1,3 --repeats 2 --passes 3 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err"; then
+  if "$actorlm" calibrate --quick --tp "$tps" --repeats 2 --passes 3 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err"; then
     break
   fi
   rc=$?
@@ -27,24 +32,26 @@ for attempt in 1 2; do
   echo "calibrate: the fit refused a noisy grid; measuring again" >&2
 done
 grep -q '^\[gpu.here-tp1\]' "$tmp/hw.toml" || fail "no here-tp1 entry: $(cat "$tmp/hw.toml")"
-grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"
-grep -q '^here-tp3: 10 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 2 residuals: $(cat "$tmp/cal.out")"
+if [[ "$tps" == "1,3" ]]; then
+  grep -q '^\[gpu.here-tp3\]' "$tmp/hw.toml" || fail "no here-tp3 entry"
+  grep -q '^here-tp3: 10 shapes, rms relative error' "$tmp/cal.out" || fail "no TP 3 residuals: $(cat "$tmp/cal.out")"
+fi
 tail -n 1 "$tmp/cal.out" | python3 -c '
 import json, sys
 j = json.loads(sys.stdin.read())
-assert j["bench"] == "calibrate" and len(j["fits"]) == 2, j
+assert j["bench"] == "calibrate" and len(j["fits"]) == len(sys.argv[1].split(",")), j
 for f in j["fits"]:  # a rate fitted as free is left out (0): a noisy machine may do that to a small term
     assert f["fp16_tflops"] > 0, f
     for k in ("small_gemm_tflops", "attention_tflops", "prefill_attention_tflops", "kernel_launch_us"):
         assert f[k] >= 0, (k, f)
-assert j["fits"][1]["link_bandwidth_gbps"] > 0, j
+assert len(j["fits"]) == 1 or j["fits"][1]["link_bandwidth_gbps"] > 0, j
 assert 0.5 < j["bytes_per_weight"] < 1.0, j  # Q4_1 matrices, not 2-byte weights
 assert j["weight_sized_read_bandwidth_gb_s"] > 0, j  # reported beside the 1 GiB read
 for f in j["fits"]:  # 3 passes: how far they spread, a fraction (max - min over median), never exactly 0
     assert 0 < f["median_pass_spread"] < 2, f
-' || fail "calibrate JSON"
+' "$tps" || fail "calibrate JSON"
 
-for tp in 1 3; do
+for tp in ${tps//,/ }; do
   cat >"$tmp/scenario-$tp.toml" <<TOML
 [scenario]
 name = "calibrated tp $tp"
