@@ -24,8 +24,9 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 for attempt in 1 2; do
   if "$actorlm" calibrate --quick --tp "$tps" --repeats 2 --passes 3 --name here --out "$tmp/hw.toml" >"$tmp/cal.out" 2>"$tmp/cal.err"; then
     break
+  else
+    rc=$?
   fi
-  rc=$?
   if [[ $attempt == 2 ]] || ! grep -q "found every GEMM free" "$tmp/cal.err"; then
     fail "calibrate exited $rc: $(tail -5 "$tmp/cal.err")"
   fi

@@ -127,12 +127,12 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     // element of the product one dot() (cuBLAS's order of summation is its own too). Then alpha,
     // beta and the rounding to C's type as cuBLAS applies them.
     std::vector<float> bt(std::size_t(n) * k), scratch;
-    rows_of(B, av, !tb, ldb, 0, n, k, bt.data(), scratch);
+    if (k > 0) rows_of(B, av, !tb, ldb, 0, n, k, bt.data(), scratch);  // k = 0: C = beta C, nothing read
     const int chunk = std::max(1, std::min(m, (1 << 16) / std::max(k, 1)));
     std::vector<float> arows(std::size_t(chunk) * k);
     for (int i0 = 0; i0 < m; i0 += chunk) {
       const int rows = std::min(chunk, m - i0);
-      rows_of(A, av, ta, lda, i0, rows, k, arows.data(), scratch);
+      if (k > 0) rows_of(A, av, ta, lda, i0, rows, k, arows.data(), scratch);
       for (int r = 0; r < rows; ++r)
         for (int j = 0; j < n; ++j) {
           const float x = dot(arows.data() + std::size_t(r) * k, bt.data() + std::size_t(j) * k, k);

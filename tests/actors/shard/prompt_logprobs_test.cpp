@@ -8,6 +8,7 @@
 #include "actors/shard/prompt_logprobs.hpp"
 #include "kernels/cpu/sampling.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <stdexcept>
