@@ -29,12 +29,19 @@ float logit(std::int64_t row, std::size_t v) {
   return static_cast<float>((row * 7919 + static_cast<std::int64_t>(v) * 104729) % 1009) / 97.0f;
 }
 
+// A kept row that scores a prompt token: SeqWork `i`'s position `p` scores token p + 1.
+struct ScoredRow {
+  std::size_t i;
+  std::uint32_t p;
+  std::int64_t row;  // among the kept rows
+};
+
 struct RandomStep {
   Step step;
   std::vector<SequenceState::Sequence> seqs;  // one per SeqWork (padding rows' unused)
   std::vector<const SequenceState::Sequence*> work;
   std::int64_t kept = 0;  // rows the forward keeps
-  std::vector<std::int64_t> scored_rows;  // of those, the ones that score a prompt token
+  std::vector<ScoredRow> scored;  // in step and position order
 };
 
 RandomStep random_step(std::mt19937& rng) {
@@ -57,23 +64,27 @@ RandomStep random_step(std::mt19937& rng) {
     r.step.seqs.push_back(w);
     r.work.push_back(w.padding ? nullptr : &s);
   }
+  // The rows kept, by the rule written out here rather than through the code's predicate: a
+  // sequence that asks for prompt log-probabilities keeps every row of a chunk that starts
+  // before its last prompt token.
   for (std::size_t i = 0; i < r.step.seqs.size(); ++i) {
     const SeqWork& w = r.step.seqs[i];
-    if (w.padding || !wants_prompt_rows(w, r.seqs[i])) continue;
+    const auto& s = r.seqs[i];
+    if (w.padding || s.sampling.prompt_logprobs < 0 || w.begin + 1 >= s.prompt_len) continue;
     for (std::uint32_t p = w.begin; p < w.end; ++p, ++r.kept)
-      if (p + 1 < r.seqs[i].prompt_len) r.scored_rows.push_back(r.kept);
+      if (p + 1 < s.prompt_len) r.scored.push_back({i, p, r.kept});
   }
   return r;
 }
 
 // What the slices must be, from their definition: each slice-aligned run of `slice` rows (cut at
 // `kept`) holding a scored row, in order.
-Slices expected_slices(const std::vector<std::int64_t>& scored, std::int64_t kept, std::int64_t slice) {
+Slices expected_slices(const std::vector<ScoredRow>& scored, std::int64_t kept, std::int64_t slice) {
   Slices out;
   for (std::int64_t first = 0; first < kept; first += slice) {
     const std::int64_t count = std::min(slice, kept - first);
-    for (const std::int64_t row : scored)
-      if (row >= first && row < first + count) {
+    for (const ScoredRow& x : scored)
+      if (x.row >= first && x.row < first + count) {
         out.emplace_back(first, count);
         break;
       }
@@ -91,7 +102,7 @@ BOOST_AUTO_TEST_CASE(every_rank_projects_the_slices_that_the_sampling_rank_score
     const std::int64_t slice = std::uniform_int_distribution<std::int64_t>(1, 12)(rng);
     const std::string what = "round " + std::to_string(round) + ", slice " + std::to_string(slice);
     const Slices slices = prompt_slices(r.step, r.work, r.kept, slice);
-    BOOST_TEST_REQUIRE((slices == expected_slices(r.scored_rows, r.kept, slice)), what);
+    BOOST_TEST_REQUIRE((slices == expected_slices(r.scored, r.kept, slice)), what);
     with_rows += !slices.empty();
     several_slices += slices.size() > 1;
 
@@ -116,34 +127,28 @@ BOOST_AUTO_TEST_CASE(every_rank_projects_the_slices_that_the_sampling_rank_score
     }
     BOOST_TEST((projected == slices), what);
     BOOST_TEST(threw == (fail_at >= 0), what);
-    BOOST_TEST_REQUIRE(out.size() == (threw ? 1u : 1u + r.scored_rows.size()), what);
+    BOOST_TEST_REQUIRE(out.size() == (threw ? 1u : 1u + r.scored.size()), what);
     BOOST_TEST(out[0].seq == 999u, what);
     with_failure += threw;
     if (threw) continue;
 
     // Each entry in step and position order, scored from its own row.
-    std::size_t e = 1;
-    std::int64_t row = 0;
-    for (std::size_t i = 0; i < r.step.seqs.size(); ++i) {
-      const SeqWork& w = r.step.seqs[i];
-      if (w.padding || !wants_prompt_rows(w, r.seqs[i])) continue;
+    for (std::size_t e = 0; e < r.scored.size(); ++e) {
+      const auto [i, p, row] = r.scored[e];
       const auto& s = r.seqs[i];
-      for (std::uint32_t p = w.begin; p < w.end; ++p, ++row) {
-        if (p + 1 >= s.prompt_len) continue;
-        const PromptLogprob& got = out[e++];
-        std::vector<float> logits(vocab);
-        for (std::size_t v = 0; v < vocab; ++v) logits[v] = logit(row, v);
-        const auto want = kernels::cpu::score(logits, s.tokens[p + 1], static_cast<std::uint32_t>(s.sampling.prompt_logprobs));
-        BOOST_TEST(got.seq == w.seq, what);
-        BOOST_TEST(got.position == p + 1, what);
-        BOOST_TEST(got.token == s.tokens[p + 1], what);
-        BOOST_TEST(got.logprob == want.logprob, what);
-        BOOST_TEST(got.rank == want.rank, what);
-        BOOST_TEST_REQUIRE(got.top.size() == want.top.size(), what);
-        for (std::size_t k = 0; k < want.top.size(); ++k) {
-          BOOST_TEST(got.top[k].token == want.top[k].token, what);
-          BOOST_TEST(got.top[k].logprob == want.top[k].logprob, what);
-        }
+      const PromptLogprob& got = out[1 + e];
+      std::vector<float> logits(vocab);
+      for (std::size_t v = 0; v < vocab; ++v) logits[v] = logit(row, v);
+      const auto want = kernels::cpu::score(logits, s.tokens[p + 1], static_cast<std::uint32_t>(s.sampling.prompt_logprobs));
+      BOOST_TEST(got.seq == r.step.seqs[i].seq, what);
+      BOOST_TEST(got.position == p + 1, what);
+      BOOST_TEST(got.token == s.tokens[p + 1], what);
+      BOOST_TEST(got.logprob == want.logprob, what);
+      BOOST_TEST(got.rank == want.rank, what);
+      BOOST_TEST_REQUIRE(got.top.size() == want.top.size(), what);
+      for (std::size_t k = 0; k < want.top.size(); ++k) {
+        BOOST_TEST(got.top[k].token == want.top[k].token, what);
+        BOOST_TEST(got.top[k].logprob == want.top[k].logprob, what);
       }
     }
   }
@@ -157,7 +162,7 @@ BOOST_AUTO_TEST_CASE(a_step_whose_rows_do_not_match_the_forwards_count_is_refuse
   std::mt19937 rng(7);
   for (;;) {
     const RandomStep r = random_step(rng);
-    if (r.scored_rows.empty()) continue;
+    if (r.scored.empty()) continue;
     BOOST_CHECK_THROW(prompt_slices(r.step, r.work, r.kept + 1, 4), std::logic_error);
     BOOST_CHECK_THROW(prompt_slices(r.step, r.work, r.kept, 0), std::invalid_argument);
     break;
