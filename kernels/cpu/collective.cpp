@@ -1,13 +1,13 @@
 #include "kernels/cpu/collective.hpp"
 
-#include <gloo/allreduce.h>
+#include "kernels/cpu/local_group.hpp"
+#include "kernels/cpu/rank_order_sum.hpp"
+
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/hash_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
@@ -94,8 +94,9 @@ std::string prefix(int rank, int size) {
 
 // --- rendezvous ------------------------------------------------------------------------------
 
-CollectiveRendezvous::CollectiveRendezvous(int size)
-    : CollectiveRendezvous(size, std::make_shared<gloo::rendezvous::HashStore>(), "127.0.0.1", 0) {}
+CollectiveRendezvous::CollectiveRendezvous(int size) : CollectiveRendezvous(size, nullptr, "", 0) {
+  local_ = std::make_shared<LocalGroup>(size);
+}
 
 CollectiveRendezvous::CollectiveRendezvous(int size, std::shared_ptr<RendezvousStore> store,
                                            std::string hostname)
@@ -133,19 +134,31 @@ std::string CollectiveRendezvous::missing_ranks() {
 
 // --- collective ------------------------------------------------------------------------------
 
-Collective::Collective(int rank, int size, std::chrono::milliseconds timeout,
-                       std::shared_ptr<gloo::Context> context)
-    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)) {}
+Collective::Collective(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context,
+                       std::shared_ptr<LocalGroup> local)
+    : rank_(rank), size_(size), timeout_(timeout), context_(std::move(context)), local_(std::move(local)) {}
 
-Collective::~Collective() = default;
+Collective::~Collective() {
+  if (local_) local_->leave(rank_);
+}
 
 std::unique_ptr<Collective> Collective::join(std::shared_ptr<CollectiveRendezvous> rendezvous,
                                              int rank, std::chrono::milliseconds timeout) {
   if (!rendezvous) throw std::invalid_argument("collective join: no rendezvous");
   const int size = rendezvous->size();
   rendezvous->claim(rank);
-  if (size == 1) return std::unique_ptr<Collective>(new Collective(rank, 1, timeout, nullptr));
+  if (size == 1) return std::unique_ptr<Collective>(new Collective(rank, 1, timeout, nullptr, nullptr));
 
+  if (rendezvous->local_) {
+    try {
+      rendezvous->local_->join(rank, timeout);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(prefix(rank, size) + "join timed out after " + std::to_string(timeout.count()) +
+                               " ms waiting for the other ranks (not joined: " + rendezvous->missing_ranks() +
+                               "): " + e.what());
+    }
+    return std::unique_ptr<Collective>(new Collective(rank, size, timeout, nullptr, rendezvous->local_));
+  }
   try {
     gloo::transport::tcp::attr attr;
     attr.hostname = rendezvous->hostname_;
@@ -160,7 +173,7 @@ std::unique_ptr<Collective> Collective::join(std::shared_ptr<CollectiveRendezvou
     gloo::BarrierOptions barrier(context);
     barrier.setTimeout(timeout);
     gloo::barrier(barrier);
-    return std::unique_ptr<Collective>(new Collective(rank, size, timeout, std::move(context)));
+    return std::unique_ptr<Collective>(new Collective(rank, size, timeout, std::move(context), nullptr));
   } catch (const JoinTimeout& e) {
     throw std::runtime_error(
         prefix(rank, size) + "join timed out after " + std::to_string(timeout.count()) +
@@ -187,13 +200,8 @@ void Collective::all_reduce_sum(std::span<float> data) {
   const uint32_t tag = next_tag_++;
   if (size_ == 1 || data.empty()) return;
   run("all_reduce_sum", data.size(), [&] {
-    gloo::AllreduceOptions opts(context_);
-    opts.setOutput(data.data(), data.size());  // output only: reduced in place
-    opts.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    opts.setTag(tag);
-    opts.setTimeout(timeout_);
-    gloo::allreduce(opts);
+    if (local_) local_->all_reduce_sum(rank_, data, timeout_);
+    else all_reduce_over_gloo(data, tag);
   });
 }
 
@@ -205,6 +213,7 @@ void Collective::broadcast_impl(std::span<T> data, int root, const char* what) {
   const uint32_t tag = next_tag_++;
   if (size_ == 1 || data.empty()) return;
   run(what, data.size(), [&] {
+    if (local_) return local_->broadcast(rank_, std::as_writable_bytes(data), root, timeout_);
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(data.data(), data.size());  // the root's output is its input
     opts.setRoot(root);
@@ -229,6 +238,9 @@ namespace {
 // it never share a slot; the caller's tag tells one message from the next.
 constexpr uint8_t kUpwardSlotPrefix = 0x70;    // to a higher rank
 constexpr uint8_t kDownwardSlotPrefix = 0x71;  // to a lower rank
+// all_reduce_over_gloo's two rounds, tagged with the operation's tag.
+constexpr uint8_t kGatherSlotPrefix = 0x72;   // each rank's slice of everyone's data, to its owner
+constexpr uint8_t kScatterSlotPrefix = 0x73;  // each slice's sum, from its owner to everyone
 
 uint64_t p2p_slot(int from, int to, uint32_t tag) {
   return gloo::Slot::build(from < to ? kUpwardSlotPrefix : kDownwardSlotPrefix, tag);
@@ -242,10 +254,56 @@ void Collective::check_peer(int peer, const char* what) const {
                                 " is not another rank of the group");
 }
 
+void Collective::all_reduce_over_gloo(std::span<float> data, uint32_t tag) {
+  // Round 1: rank k receives slice k of every peer's data into gathered_ (row p: peer p's) and
+  // sends each peer its slice of ours. Round 2, once our slice is summed: our sum goes to every
+  // peer, and every peer's sum arrives in place. Round 2's receives overwrite what round 1 sent
+  // from, so round 1's sends are waited for first.
+  const auto n = data.size();
+  const std::size_t mine = slice_begin(n, size_, rank_), len = slice_begin(n, size_, rank_ + 1) - mine;
+  gathered_.resize(std::size_t(size_) * std::max<std::size_t>(len, 1));
+  auto whole = context_->createUnboundBuffer(data.data(), data.size_bytes());
+  auto rows = context_->createUnboundBuffer(gathered_.data(), gathered_.size() * sizeof(float));
+  const auto wait = [&](gloo::transport::UnboundBuffer& buf, bool sending, int count) {
+    for (; count > 0; --count)
+      if (!(sending ? buf.waitSend(timeout_) : buf.waitRecv(timeout_)))
+        throw std::runtime_error(sending ? "send aborted" : "receive aborted");
+  };
+  const uint64_t gather = gloo::Slot::build(kGatherSlotPrefix, tag);
+  const uint64_t scatter = gloo::Slot::build(kScatterSlotPrefix, tag);
+  constexpr std::size_t f = sizeof(float);
+  int sends = 0, recvs = 0;
+  for (int p = 0; p < size_; ++p) {
+    const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
+    if (p == rank_) continue;
+    if (count > 0) whole->send(p, gather, begin * f, count * f), ++sends;
+    if (len > 0) rows->recv(p, gather, std::size_t(p) * len * f, len * f), ++recvs;
+  }
+  wait(*rows, false, recvs);
+  wait(*whole, true, sends);
+  if (len > 0) {
+    std::vector<const float*> parts(static_cast<std::size_t>(size_));
+    for (int p = 0; p < size_; ++p)
+      parts[std::size_t(p)] = p == rank_ ? data.data() + mine : gathered_.data() + std::size_t(p) * len;
+    float* out = data.data() + mine;
+    sum_in_rank_order(parts, len, std::span<float* const>(&out, 1));
+  }
+  sends = recvs = 0;
+  for (int p = 0; p < size_; ++p) {
+    const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
+    if (p == rank_) continue;
+    if (len > 0) whole->send(p, scatter, mine * f, len * f), ++sends;
+    if (count > 0) whole->recv(p, scatter, begin * f, count * f), ++recvs;
+  }
+  wait(*whole, false, recvs);
+  wait(*whole, true, sends);
+}
+
 void Collective::send(std::span<const float> data, int dst, uint32_t tag) {
   check_peer(dst, "send");
   if (data.empty()) return;
   run("send", data.size(), [&] {
+    if (local_) return local_->send(rank_, data, dst, tag, timeout_);
     // Gloo's buffers take a non-const pointer for both directions; a send only reads it.
     auto buf = context_->createUnboundBuffer(const_cast<float*>(data.data()), data.size_bytes());
     buf->send(dst, p2p_slot(rank_, dst, tag));
@@ -257,6 +315,7 @@ void Collective::recv(std::span<float> data, int src, uint32_t tag) {
   check_peer(src, "recv");
   if (data.empty()) return;
   run("recv", data.size(), [&] {
+    if (local_) return local_->recv(rank_, data, src, tag, timeout_);
     auto buf = context_->createUnboundBuffer(data.data(), data.size_bytes());
     buf->recv(src, p2p_slot(src, rank_, tag));
     if (!buf->waitRecv(timeout_)) throw std::runtime_error("receive aborted");

@@ -1,6 +1,7 @@
 #pragma once
-// All-reduce and broadcast among the cpu backend's tensor-parallel shards, through Gloo's TCP
-// transport.
+// All-reduce and broadcast among the cpu backend's tensor-parallel shards: in shared memory
+// when every rank is a thread of this process (kernels/cpu/local_group.hpp), through Gloo's TCP
+// transport when the ranks span processes.
 //
 // A group of `size` ranks meets at a CollectiveRendezvous; each rank calls Collective::join from
 // its own thread, which returns once every rank has joined and all pairs are connected. After
@@ -15,6 +16,10 @@
 // out of range, a rank joining twice) throw std::invalid_argument.
 //
 // A group of size 1 makes no Gloo calls: every operation is a no-op.
+//
+// Reproducibility: all_reduce_sum sums every element in rank order on both data planes
+// (kernels/cpu/rank_order_sum.hpp), so a group's results have the same bits whether its ranks
+// share a process or not, and on every rank.
 
 #include "kernels/rendezvous_store.hpp"
 
@@ -35,10 +40,12 @@ class Store;
 
 namespace actorlm::kernels::cpu {
 
+class LocalGroup;
+
 // Where the ranks of one group find each other: a key-value store for exchanging addresses and
 // the host address this process's ranks listen on. The one-argument constructor makes the
-// in-process kind (ranks are threads sharing the object by pointer; a Gloo HashStore; loopback
-// TCP). The other spans processes: `store` is reachable from every rank (the head serves one over
+// in-process kind (ranks are threads sharing the object by pointer and meeting in its memory; no
+// sockets). The other spans processes: `store` is reachable from every rank (the head serves one over
 // its actors) and `hostname` is this process's address that the other processes can connect to.
 // Ranks of one process share one rendezvous object either way.
 class CollectiveRendezvous {
@@ -61,6 +68,7 @@ class CollectiveRendezvous {
   std::string missing_ranks();
 
   int size_;
+  std::shared_ptr<LocalGroup> local_;  // the in-process kind's meeting place; null across processes
   std::shared_ptr<gloo::rendezvous::Store> store_;
   std::string hostname_;
   std::mutex mutex_;
@@ -95,12 +103,15 @@ class Collective {
   int size() const { return size_; }
 
  private:
-  Collective(int rank, int size, std::chrono::milliseconds timeout,
-             std::shared_ptr<gloo::Context> context);
+  Collective(int rank, int size, std::chrono::milliseconds timeout, std::shared_ptr<gloo::Context> context,
+             std::shared_ptr<LocalGroup> local);
 
   void check_peer(int peer, const char* what) const;  // std::invalid_argument unless another rank
   template <typename T>
   void broadcast_impl(std::span<T> data, int root, const char* what);
+  // Gloo's side of all_reduce_sum: each rank gathers its slice from every peer, sums it in rank
+  // order and sends it back to all (two rounds of messages).
+  void all_reduce_over_gloo(std::span<float> data, uint32_t tag);
   // Runs a Gloo operation, turning its exceptions into std::runtime_error naming this rank.
   template <typename Op>
   void run(const char* what, std::size_t elements, Op&& op);
@@ -108,7 +119,9 @@ class Collective {
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;
-  std::shared_ptr<gloo::Context> context_;  // null for size 1
+  std::shared_ptr<gloo::Context> context_;  // ranks in several processes; else null
+  std::shared_ptr<LocalGroup> local_;       // ranks in this process; else null (both null: size 1)
+  std::vector<float> gathered_;             // [size, slice] all_reduce_over_gloo's peers' slices
   uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
 };
 

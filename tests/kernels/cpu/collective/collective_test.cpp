@@ -1,5 +1,8 @@
-// All-reduce and broadcast among ranks on threads of this process, over Gloo's loopback TCP.
-// Values are small integers held in floats, so every sum is exact and compared with ==.
+// All-reduce, broadcast and point-to-point among ranks on threads of this process, on both data
+// planes: the in-process kind of rendezvous (shared memory) and the kind that spans processes
+// (Gloo over loopback TCP, met through a store in memory). Most values are small integers held
+// in floats, so every sum is exact and compared with ==; where they are not, the expected sum is
+// computed in rank order, which both planes promise.
 // Boost.Test is not thread-safe: ranks record what they saw, the main thread checks it.
 #define BOOST_TEST_MODULE collective_cpu
 #include <boost/test/data/monomorphic.hpp>
@@ -7,12 +10,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include "kernels/cpu/collective.hpp"
+#include "kernels/rendezvous_store.hpp"
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <memory>
+#include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -26,12 +33,23 @@ namespace bdata = boost::unit_test::data;
 namespace {
 constexpr auto kTimeout = 20s;  // generous: the CI machine may be busy; failures come sooner
 
+// The two data planes, by the rendezvous that selects them.
+const char* const kShared = "shared memory";
+const char* const kGloo = "gloo tcp";
+const auto kPlanes = bdata::make({kShared, kGloo});
+
+std::shared_ptr<CollectiveRendezvous> rendezvous_of(const std::string& plane, int size) {
+  if (plane == kShared) return std::make_shared<CollectiveRendezvous>(size);
+  return std::make_shared<CollectiveRendezvous>(size, std::make_shared<actorlm::kernels::MemoryStore>(),
+                                                "127.0.0.1");
+}
+
 // Runs body(rank, collective) on one thread per rank after every rank joined; returns what each
 // rank threw (null where nothing).
-std::vector<std::exception_ptr> run_group(int size,
+std::vector<std::exception_ptr> run_group(const std::string& plane, int size,
                                           const std::function<void(int, Collective&)>& body,
                                           std::chrono::milliseconds timeout = kTimeout) {
-  auto rendezvous = std::make_shared<CollectiveRendezvous>(size);
+  auto rendezvous = rendezvous_of(plane, size);
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank)
@@ -85,7 +103,7 @@ std::vector<float> period(int rank, int round, int size = 0) {
 }
 }  // namespace
 
-BOOST_DATA_TEST_CASE(all_reduce_sum_gives_every_rank_the_exact_sum, bdata::make({2, 3, 4}), size) {
+BOOST_DATA_TEST_CASE(all_reduce_sum_gives_every_rank_the_exact_sum, kPlanes * bdata::make({2, 3, 4}), plane, size) {
   // 50 rounds of fresh data; the 4 MiB length in every fifth round only, which keeps the suite
   // within seconds on a busy machine (loopback TCP moves ~2 x 4 MiB per rank per round).
   const std::vector<std::size_t> lengths = {1, 1000, std::size_t(1) << 20};
@@ -93,7 +111,7 @@ BOOST_DATA_TEST_CASE(all_reduce_sum_gives_every_rank_the_exact_sum, bdata::make(
   std::vector<long> mismatches(static_cast<std::size_t>(size), 0);
   std::vector<int> reported_rank(static_cast<std::size_t>(size), -1),
       reported_size(static_cast<std::size_t>(size), -1);
-  const auto errors = run_group(size, [&](int rank, Collective& c) {
+  const auto errors = run_group(plane, size, [&](int rank, Collective& c) {
     reported_rank[std::size_t(rank)] = c.rank();
     reported_size[std::size_t(rank)] = c.size();
     std::vector<float> data;
@@ -118,9 +136,9 @@ BOOST_DATA_TEST_CASE(all_reduce_sum_gives_every_rank_the_exact_sum, bdata::make(
 }
 
 BOOST_DATA_TEST_CASE(broadcast_gives_every_rank_the_roots_data,
-                     bdata::make({2, 3, 4}) * bdata::make({0, 1}), size, root) {
+                     kPlanes * bdata::make({2, 3, 4}) * bdata::make({0, 1}), plane, size, root) {
   std::vector<long> mismatches(static_cast<std::size_t>(size), 0);
-  const auto errors = run_group(size, [&](int rank, Collective& c) {
+  const auto errors = run_group(plane, size, [&](int rank, Collective& c) {
     for (int round = 0; round < 5; ++round)
       for (std::size_t n : {std::size_t(1), std::size_t(1000), std::size_t(1) << 16}) {
         std::vector<float> f(n);
@@ -141,10 +159,10 @@ BOOST_DATA_TEST_CASE(broadcast_gives_every_rank_the_roots_data,
   for (int r = 0; r < size; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
 }
 
-BOOST_AUTO_TEST_CASE(interleaved_collectives_of_different_lengths_stay_matched) {
+BOOST_DATA_TEST_CASE(interleaved_collectives_of_different_lengths_stay_matched, kPlanes, plane) {
   constexpr int kSize = 3;
   std::vector<long> mismatches(kSize, 0);
-  const auto errors = run_group(kSize, [&](int rank, Collective& c) {
+  const auto errors = run_group(plane, kSize, [&](int rank, Collective& c) {
     for (int round = 0; round < 30; ++round) {
       std::vector<float> a(std::size_t(1 + round * 37));
       for (std::size_t i = 0; i < a.size(); ++i) a[i] = float(value(rank, round, i));
@@ -165,12 +183,12 @@ BOOST_AUTO_TEST_CASE(interleaved_collectives_of_different_lengths_stay_matched) 
   for (int r = 0; r < kSize; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
 }
 
-BOOST_AUTO_TEST_CASE(messages_passed_along_a_chain_of_ranks_arrive_whole_between_all_reduces) {
+BOOST_DATA_TEST_CASE(messages_passed_along_a_chain_of_ranks_arrive_whole_between_all_reduces, kPlanes, plane) {
   // A layer split's pattern: rank r receives from r - 1 and sends to r + 1, round after round,
   // lengths changing every round, with an all-reduce of the whole group in between.
   constexpr int kSize = 3;
   std::vector<long> mismatches(kSize, 0);
-  const auto errors = run_group(kSize, [&](int rank, Collective& c) {
+  const auto errors = run_group(plane, kSize, [&](int rank, Collective& c) {
     for (int round = 0; round < 40; ++round) {
       std::vector<float> hidden(std::size_t(1 + (round * 53) % 5000));
       if (rank == 0)
@@ -190,9 +208,9 @@ BOOST_AUTO_TEST_CASE(messages_passed_along_a_chain_of_ranks_arrive_whole_between
   for (int r = 0; r < kSize; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
 }
 
-BOOST_AUTO_TEST_CASE(a_receive_times_out_naming_the_rank_when_nothing_is_sent) {
+BOOST_DATA_TEST_CASE(a_receive_times_out_naming_the_rank_when_nothing_is_sent, kPlanes, plane) {
   const auto errors = run_group(
-      2,
+      plane, 2,
       [&](int rank, Collective& c) {
         if (rank == 1) {
           std::vector<float> data(64);
@@ -206,9 +224,9 @@ BOOST_AUTO_TEST_CASE(a_receive_times_out_naming_the_rank_when_nothing_is_sent) {
   BOOST_TEST(what.find("rank 1 of 2: recv of 64 elements failed") != std::string::npos, what);
 }
 
-BOOST_AUTO_TEST_CASE(sending_to_itself_or_outside_the_group_is_refused) {
+BOOST_DATA_TEST_CASE(sending_to_itself_or_outside_the_group_is_refused, kPlanes, plane) {
   std::vector<int> refused(2, 0);
-  const auto errors = run_group(2, [&](int rank, Collective& c) {
+  const auto errors = run_group(plane, 2, [&](int rank, Collective& c) {
     std::vector<float> data(4);
     const auto count = [&](auto&& op) {
       try {
@@ -250,8 +268,8 @@ BOOST_AUTO_TEST_CASE(rejects_ranks_out_of_range_a_second_join_and_an_empty_group
   BOOST_CHECK_THROW(Collective::join(single, 0, 100ms), std::invalid_argument);
 }
 
-BOOST_AUTO_TEST_CASE(join_times_out_naming_the_rank_and_the_ranks_that_never_came) {
-  auto rendezvous = std::make_shared<CollectiveRendezvous>(3);
+BOOST_DATA_TEST_CASE(join_times_out_naming_the_rank_and_the_ranks_that_never_came, kPlanes, plane) {
+  auto rendezvous = rendezvous_of(plane, 3);
   const auto start = std::chrono::steady_clock::now();
   try {
     Collective::join(rendezvous, 0, 300ms);
@@ -265,10 +283,10 @@ BOOST_AUTO_TEST_CASE(join_times_out_naming_the_rank_and_the_ranks_that_never_cam
   BOOST_TEST((std::chrono::steady_clock::now() - start < 5s));
 }
 
-BOOST_AUTO_TEST_CASE(an_operation_times_out_when_a_peer_never_takes_part) {
+BOOST_DATA_TEST_CASE(an_operation_times_out_when_a_peer_never_takes_part, kPlanes, plane) {
   std::atomic<bool> rank0_done = false;
   const auto errors = run_group(
-      2,
+      plane, 2,
       [&](int rank, Collective& c) {
         if (rank == 0) {
           std::vector<float> data(100, 1.0f);
@@ -289,23 +307,99 @@ BOOST_AUTO_TEST_CASE(an_operation_times_out_when_a_peer_never_takes_part) {
   BOOST_TEST(!errors[1]);
 }
 
-BOOST_AUTO_TEST_CASE(an_operation_fails_when_a_peer_has_left_the_group) {
-  std::atomic<bool> rank1_gone = false;
+BOOST_DATA_TEST_CASE(all_reduce_sums_every_element_in_rank_order_on_both_planes,
+                     kPlanes * bdata::make({2, 3, 4, 5}), plane, size) {
+  // Floats of mixed magnitudes, whose sums depend on the order; lengths shorter than the group
+  // (some ranks own no slice), not divisible by it, and over the reduction's chunk.
+  const std::vector<std::size_t> lengths = {1, 2, 3, 7, 1000, 4099, (std::size_t(1) << 16) + 3};
+  const auto data_of = [&](int rank, std::size_t n) {
+    std::mt19937 gen(std::uint32_t(rank * 7919 + n));
+    std::normal_distribution<float> mantissa(0.0f, 1.0f);
+    std::uniform_int_distribution<int> exponent(-12, 12);
+    std::vector<float> v(n);
+    for (auto& x : v) x = std::ldexp(mantissa(gen), exponent(gen));
+    return v;
+  };
+  // expected[l]: x_0 + x_1 + ... element by element, left to right (0 + x_0 is exact).
+  std::vector<std::vector<float>> expected;
+  for (std::size_t n : lengths) {
+    std::vector<float> sum(n, 0.0f);
+    for (int r = 0; r < size; ++r) {
+      const auto x = data_of(r, n);
+      for (std::size_t i = 0; i < n; ++i) sum[i] += x[i];
+    }
+    expected.push_back(std::move(sum));
+  }
+  std::vector<long> mismatches(std::size_t(size), 0);
+  const auto errors = run_group(plane, size, [&](int rank, Collective& c) {
+    for (std::size_t l = 0; l < lengths.size(); ++l) {
+      auto mine = data_of(rank, lengths[l]);
+      c.all_reduce_sum(mine);
+      if (std::memcmp(mine.data(), expected[l].data(), mine.size() * sizeof(float)) != 0)
+        ++mismatches[std::size_t(rank)];
+    }
+  });
+  require_no_errors(errors);
+  for (int r = 0; r < size; ++r) BOOST_TEST(mismatches[std::size_t(r)] == 0, "rank " << r);
+  // The data can tell orders apart: summed from the last rank down, many sums differ.
+  if (size >= 3) {
+    long differ = 0;
+    const std::size_t n = 4099;
+    std::vector<float> backward(n, 0.0f);
+    for (int r = size - 1; r >= 0; --r) {
+      const auto x = data_of(r, n);
+      for (std::size_t i = 0; i < n; ++i) backward[i] += x[i];
+    }
+    const auto& forward = expected[5];
+    for (std::size_t i = 0; i < n; ++i) differ += forward[i] != backward[i];
+    BOOST_TEST(differ > long(n / 20), differ << " of " << n);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ranks_that_disagree_on_a_length_fail_instead_of_reading_past_a_buffer) {
+  std::vector<std::string> what(3);
+  const auto errors = run_group(kShared, 3, [&](int rank, Collective& c) {
+    std::vector<float> data(rank == 2 ? 12 : 10, 1.0f);
+    try {
+      c.all_reduce_sum(data);
+    } catch (const std::runtime_error& e) {
+      what[std::size_t(rank)] = e.what();
+    }
+    std::vector<float> more(4, 1.0f);
+    c.all_reduce_sum(more);  // the group is broken now: throws at once
+  });
+  for (int r = 0; r < 3; ++r) {
+    BOOST_TEST(what[std::size_t(r)].find("disagree on the length") != std::string::npos, what[std::size_t(r)]);
+    BOOST_TEST_REQUIRE(bool(errors[std::size_t(r)]));
+    BOOST_TEST(message_of(errors[std::size_t(r)]).find("unusable") != std::string::npos,
+               message_of(errors[std::size_t(r)]));
+  }
+}
+
+BOOST_DATA_TEST_CASE(an_all_reduce_fails_soon_when_its_peer_has_left_or_leaves_during_it,
+                     kPlanes * bdata::make({false, true}), plane, during) {
   std::vector<std::exception_ptr> errors(2);
-  auto rendezvous = std::make_shared<CollectiveRendezvous>(2);
+  auto rendezvous = rendezvous_of(plane, 2);
+  std::atomic<bool> rank0_in = false, rank1_gone = false;
   std::thread leaver([&] {
     try {
       auto c = Collective::join(rendezvous, 1, kTimeout);
+      if (during) {
+        while (!rank0_in) std::this_thread::sleep_for(5ms);
+        std::this_thread::sleep_for(100ms);  // rank 0 is inside its all-reduce by now
+      }
     } catch (...) {
       errors[1] = std::current_exception();
     }
-    rank1_gone = true;  // its Collective is destroyed: connections closed
+    rank1_gone = true;  // its Collective is destroyed: connections closed, the group left
   });
   const auto start = std::chrono::steady_clock::now();
   try {
-    auto c = Collective::join(rendezvous, 0, 2s);
-    while (!rank1_gone) std::this_thread::sleep_for(5ms);
+    auto c = Collective::join(rendezvous, 0, kTimeout);
+    if (!during)
+      while (!rank1_gone) std::this_thread::sleep_for(5ms);
     std::vector<float> data(10, 1.0f);
+    rank0_in = true;
     c->all_reduce_sum(data);
   } catch (...) {
     errors[0] = std::current_exception();
@@ -315,5 +409,5 @@ BOOST_AUTO_TEST_CASE(an_operation_fails_when_a_peer_has_left_the_group) {
   BOOST_TEST_REQUIRE(bool(errors[0]));
   const std::string what = message_of(errors[0]);
   BOOST_TEST(what.find("rank 0 of 2: all_reduce_sum") != std::string::npos, what);
-  BOOST_TEST((std::chrono::steady_clock::now() - start < 10s));
+  BOOST_TEST((std::chrono::steady_clock::now() - start < 10s), "waited for the whole timeout: " << what);
 }

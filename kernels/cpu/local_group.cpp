@@ -1,0 +1,192 @@
+#include "kernels/cpu/local_group.hpp"
+
+#include "kernels/cpu/rank_order_sum.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+namespace actorlm::kernels::cpu {
+namespace {
+
+// How long a rank at a barrier polls before it sleeps: about 10-20 µs of pause instructions, then
+// a few yields (which hand the core to a rank that shares it). Waking a sleeper costs a futex
+// call and a reschedule, tens of µs; one decode step makes about 60 all-reduces.
+constexpr int kSpins = 2000;
+constexpr int kYields = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+void sum_in_rank_order(std::span<const float* const> parts, std::size_t len, std::span<float* const> outs) {
+  // In chunks through a local buffer: an output may be one of the parts, and the loops over a
+  // chunk vectorize (each element's sum stays left to right).
+  constexpr std::size_t kChunk = 1024;
+  float acc[kChunk];
+  for (std::size_t c = 0; c < len; c += kChunk) {
+    const std::size_t m = std::min(kChunk, len - c);
+    std::memcpy(acc, parts[0] + c, m * sizeof(float));
+    for (std::size_t p = 1; p < parts.size(); ++p) {
+      const float* src = parts[p] + c;
+      for (std::size_t i = 0; i < m; ++i) acc[i] += src[i];
+    }
+    for (float* out : outs) std::memcpy(out + c, acc, m * sizeof(float));
+  }
+}
+
+LocalGroup::LocalGroup(int size)
+    : size_(size), posted_(std::size_t(size), nullptr), posted_n_(std::size_t(size), 0) {
+  if (size < 1) throw std::invalid_argument("local group: size must be >= 1, got " + std::to_string(size));
+}
+
+void LocalGroup::break_locked(const std::string& why) {
+  if (broken_.empty()) broken_ = why;
+  changed_.notify_all();
+}
+
+void LocalGroup::throw_broken_locked() const {
+  throw std::runtime_error("the group is unusable: " + broken_);
+}
+
+void LocalGroup::arrive_and_wait(int rank, Deadline deadline) {
+  std::uint64_t gen;
+  {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty()) throw_broken_locked();
+    gen = generation_.load(std::memory_order_relaxed);
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      generation_.store(gen + 1, std::memory_order_release);
+      changed_.notify_all();
+      return;
+    }
+  }
+  for (int i = 0; i < kSpins + kYields; ++i) {
+    if (generation_.load(std::memory_order_acquire) != gen) return;
+    if (i < kSpins) cpu_relax();
+    else std::this_thread::yield();
+  }
+  std::unique_lock lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] {
+    return generation_.load(std::memory_order_relaxed) != gen || !broken_.empty();
+  });
+  // A barrier that opened counts even if the group broke right after (a rank leaving once the
+  // operation is done).
+  if (generation_.load(std::memory_order_acquire) != gen) return;
+  if (broken_.empty()) {
+    --arrived_;
+    break_locked("rank " + std::to_string(rank) + " timed out waiting for the others");
+    throw std::runtime_error("timed out waiting for the other ranks");
+  }
+  throw_broken_locked();
+}
+
+void LocalGroup::join(int rank, std::chrono::milliseconds timeout) {
+  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout);
+}
+
+void LocalGroup::all_reduce_sum(int rank, std::span<float> data, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  posted_[std::size_t(rank)] = data.data();
+  posted_n_[std::size_t(rank)] = data.size();
+  arrive_and_wait(rank, deadline);
+  for (int r = 0; r < size_; ++r)
+    if (posted_n_[std::size_t(r)] != data.size()) {
+      // Every rank sees the same lengths, so every rank stops here; the group is broken anyway.
+      const std::string why = "ranks disagree on the length (rank " + std::to_string(r) + ": " +
+                              std::to_string(posted_n_[std::size_t(r)]) + ")";
+      std::lock_guard lock(mutex_);
+      break_locked(why);
+      throw std::runtime_error(why);
+    }
+  const std::size_t begin = slice_begin(data.size(), size_, rank);
+  const std::size_t end = slice_begin(data.size(), size_, rank + 1);
+  std::vector<const float*> parts(static_cast<std::size_t>(size_));
+  std::vector<float*> outs(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    outs[std::size_t(r)] = static_cast<float*>(posted_[std::size_t(r)]) + begin;
+    parts[std::size_t(r)] = outs[std::size_t(r)];
+  }
+  sum_in_rank_order(parts, end - begin, outs);
+  arrive_and_wait(rank, deadline);
+}
+
+void LocalGroup::broadcast(int rank, std::span<std::byte> data, int root, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  posted_[std::size_t(rank)] = data.data();
+  posted_n_[std::size_t(rank)] = data.size();
+  arrive_and_wait(rank, deadline);
+  if (posted_n_[std::size_t(root)] != data.size()) {
+    const std::string why = "ranks disagree on the length (the root has " +
+                            std::to_string(posted_n_[std::size_t(root)]) + " bytes, rank " +
+                            std::to_string(rank) + " " + std::to_string(data.size()) + ")";
+    std::lock_guard lock(mutex_);
+    break_locked(why);
+    throw std::runtime_error(why);
+  }
+  if (rank != root) std::memcpy(data.data(), posted_[std::size_t(root)], data.size());
+  arrive_and_wait(rank, deadline);
+}
+
+void LocalGroup::send(int rank, std::span<const float> data, int dst, std::uint32_t tag,
+                      std::chrono::milliseconds timeout) {
+  const auto key = std::make_tuple(rank, dst, tag);
+  std::unique_lock lock(mutex_);
+  if (!broken_.empty()) throw_broken_locked();
+  if (!mailbox_.emplace(key, Message{data.data(), data.size(), false}).second)
+    throw std::invalid_argument("a message with tag " + std::to_string(tag) + " to rank " + std::to_string(dst) +
+                                " is already waiting");
+  changed_.notify_all();
+  const bool taken = changed_.wait_until(lock, std::chrono::steady_clock::now() + timeout,
+                                         [&] { return mailbox_.at(key).taken || !broken_.empty(); });
+  const bool done = mailbox_.at(key).taken;
+  mailbox_.erase(key);
+  if (done) return;
+  if (!taken) {
+    break_locked("rank " + std::to_string(rank) + " timed out sending to rank " + std::to_string(dst));
+    throw std::runtime_error("timed out: rank " + std::to_string(dst) + " did not receive");
+  }
+  throw_broken_locked();
+}
+
+void LocalGroup::recv(int rank, std::span<float> data, int src, std::uint32_t tag, std::chrono::milliseconds timeout) {
+  const auto key = std::make_tuple(src, rank, tag);
+  std::unique_lock lock(mutex_);
+  const bool came = changed_.wait_until(lock, std::chrono::steady_clock::now() + timeout, [&] {
+    auto it = mailbox_.find(key);
+    return (it != mailbox_.end() && !it->second.taken) || !broken_.empty();
+  });
+  auto it = mailbox_.find(key);
+  if (it != mailbox_.end() && !it->second.taken) {
+    if (it->second.n != data.size()) {
+      const std::string why = "rank " + std::to_string(src) + " sent " + std::to_string(it->second.n) +
+                              " elements where " + std::to_string(data.size()) + " were expected";
+      break_locked(why);
+      throw std::runtime_error(why);
+    }
+    std::copy_n(it->second.data, data.size(), data.data());
+    it->second.taken = true;
+    changed_.notify_all();
+    return;
+  }
+  if (!came) {
+    break_locked("rank " + std::to_string(rank) + " timed out receiving from rank " + std::to_string(src));
+    throw std::runtime_error("timed out: nothing from rank " + std::to_string(src));
+  }
+  throw_broken_locked();
+}
+
+void LocalGroup::leave(int rank) {
+  std::lock_guard lock(mutex_);
+  break_locked("rank " + std::to_string(rank) + " has left the group");
+}
+
+}  // namespace actorlm::kernels::cpu
