@@ -7,9 +7,9 @@
 // contract says. A collective is two barriers: every rank posts its buffer's address and waits
 // for the others (barrier 1); each rank then works on its own slice of every buffer (the sum of
 // its slice, or a copy from the root) and waits again (barrier 2), after which no rank touches
-// another's buffer. A waiting rank spins briefly (a step's ranks usually arrive within
-// microseconds of each other) and then sleeps on a condition variable, so that ranks
-// oversubscribing the cores (3 ranks on 2) do not spin against each other.
+// another's buffer. A waiting rank yields its core a few dozen times (a step's ranks usually
+// arrive within microseconds of each other, and a yield lets a rank that shares the core run:
+// 3 ranks on 2 cores) and then sleeps on a condition variable.
 //
 // Errors: a rank that waits past its timeout, a rank that leaves (its Collective destroyed), and
 // ranks that disagree on a length break the group: every waiting and later operation throws
