@@ -9,11 +9,7 @@
 // the key when it is still missing then (or when the store is gone). Thread-safe.
 
 #include <chrono>
-#include <condition_variable>
-#include <map>
 #include <memory>
-#include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -40,31 +36,6 @@ class PrefixedStore : public RendezvousStore {
  private:
   std::shared_ptr<RendezvousStore> inner_;
   std::string prefix_;
-};
-
-// A store in this process's memory: for ranks of the kind that spans processes met by threads of
-// one process (tests and benchmarks of the cross-process data plane).
-class MemoryStore : public RendezvousStore {
- public:
-  void set(const std::string& key, const std::vector<char>& value) override {
-    {
-      std::lock_guard lock(mutex_);
-      values_[key] = value;
-    }
-    set_.notify_all();
-  }
-  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    std::unique_lock lock(mutex_);
-    if (!set_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; }))
-      throw std::runtime_error("rendezvous store: key '" + key + "' not set within " +
-                               std::to_string(timeout.count()) + " ms");
-    return values_.at(key);
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable set_;
-  std::map<std::string, std::vector<char>> values_;
 };
 
 }  // namespace actorlm::kernels

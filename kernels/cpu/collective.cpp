@@ -12,6 +12,7 @@
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <exception>
 #include <stdexcept>
 #include <utility>
@@ -150,11 +151,14 @@ std::unique_ptr<Collective> Collective::join(std::shared_ptr<CollectiveRendezvou
   if (size == 1) return std::unique_ptr<Collective>(new Collective(rank, 1, timeout, nullptr, nullptr));
 
   if (rendezvous->local_) {
+    const auto start = std::chrono::steady_clock::now();
     try {
       rendezvous->local_->join(rank, timeout);
     } catch (const std::exception& e) {
-      throw std::runtime_error(prefix(rank, size) + "join timed out after " + std::to_string(timeout.count()) +
-                               " ms waiting for the other ranks (not joined: " + rendezvous->missing_ranks() +
+      const bool late = std::chrono::steady_clock::now() - start >= timeout;
+      throw std::runtime_error(prefix(rank, size) + "join " +
+                               (late ? "timed out after " + std::to_string(timeout.count()) + " ms" : "failed") +
+                               " waiting for the other ranks (not joined: " + rendezvous->missing_ranks() +
                                "): " + e.what());
     }
     return std::unique_ptr<Collective>(new Collective(rank, size, timeout, nullptr, rendezvous->local_));
@@ -233,14 +237,14 @@ void Collective::broadcast(std::span<int32_t> data, int root) {
 
 namespace {
 
-// Slots of point-to-point messages, apart from Gloo's collectives' (gloo/types.h uses prefixes
-// 0x01-0x08): one prefix per direction, so that a rank's messages to a peer and the peer's to
+// Slots of our own messages, apart from Gloo's collectives' (gloo/types.h uses prefixes
+// 0x01-0x08). Point to point: one prefix per direction, so that a rank's messages to a peer and the peer's to
 // it never share a slot; the caller's tag tells one message from the next.
 constexpr uint8_t kUpwardSlotPrefix = 0x70;    // to a higher rank
 constexpr uint8_t kDownwardSlotPrefix = 0x71;  // to a lower rank
 // all_reduce_over_gloo's two rounds, tagged with the operation's tag.
-constexpr uint8_t kGatherSlotPrefix = 0x72;   // each rank's slice of everyone's data, to its owner
-constexpr uint8_t kScatterSlotPrefix = 0x73;  // each slice's sum, from its owner to everyone
+constexpr uint8_t kReduceRoundSlotPrefix = 0x72;  // each rank's slice of everyone's data, to its owner
+constexpr uint8_t kShareRoundSlotPrefix = 0x73;   // each slice's sum, from its owner to everyone
 
 uint64_t p2p_slot(int from, int to, uint32_t tag) {
   return gloo::Slot::build(from < to ? kUpwardSlotPrefix : kDownwardSlotPrefix, tag);
@@ -264,20 +268,26 @@ void Collective::all_reduce_over_gloo(std::span<float> data, uint32_t tag) {
   gathered_.resize(std::size_t(size_) * std::max<std::size_t>(len, 1));
   auto whole = context_->createUnboundBuffer(data.data(), data.size_bytes());
   auto rows = context_->createUnboundBuffer(gathered_.data(), gathered_.size() * sizeof(float));
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;  // one for the whole operation
   const auto wait = [&](gloo::transport::UnboundBuffer& buf, bool sending, int count) {
-    for (; count > 0; --count)
-      if (!(sending ? buf.waitSend(timeout_) : buf.waitRecv(timeout_)))
+    for (; count > 0; --count) {
+      // At least 1 ms: past the deadline the time left is 0 or negative, and Gloo reads -1 ms as
+      // "unset" (the context's whole timeout).
+      const auto left = std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                                   deadline - std::chrono::steady_clock::now()));
+      if (!(sending ? buf.waitSend(nullptr, left) : buf.waitRecv(nullptr, left)))
         throw std::runtime_error(sending ? "send aborted" : "receive aborted");
+    }
   };
-  const uint64_t gather = gloo::Slot::build(kGatherSlotPrefix, tag);
-  const uint64_t scatter = gloo::Slot::build(kScatterSlotPrefix, tag);
+  const uint64_t reduce_round = gloo::Slot::build(kReduceRoundSlotPrefix, tag);
+  const uint64_t share_round = gloo::Slot::build(kShareRoundSlotPrefix, tag);
   constexpr std::size_t f = sizeof(float);
   int sends = 0, recvs = 0;
   for (int p = 0; p < size_; ++p) {
     const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
     if (p == rank_) continue;
-    if (count > 0) whole->send(p, gather, begin * f, count * f), ++sends;
-    if (len > 0) rows->recv(p, gather, std::size_t(p) * len * f, len * f), ++recvs;
+    if (count > 0) whole->send(p, reduce_round, begin * f, count * f), ++sends;
+    if (len > 0) rows->recv(p, reduce_round, std::size_t(p) * len * f, len * f), ++recvs;
   }
   wait(*rows, false, recvs);
   wait(*whole, true, sends);
@@ -292,8 +302,8 @@ void Collective::all_reduce_over_gloo(std::span<float> data, uint32_t tag) {
   for (int p = 0; p < size_; ++p) {
     const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
     if (p == rank_) continue;
-    if (len > 0) whole->send(p, scatter, mine * f, len * f), ++sends;
-    if (count > 0) whole->recv(p, scatter, begin * f, count * f), ++recvs;
+    if (len > 0) whole->send(p, share_round, mine * f, len * f), ++sends;
+    if (count > 0) whole->recv(p, share_round, begin * f, count * f), ++recvs;
   }
   wait(*whole, false, recvs);
   wait(*whole, true, sends);

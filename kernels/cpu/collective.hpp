@@ -1,7 +1,7 @@
 #pragma once
-// All-reduce and broadcast among the cpu backend's tensor-parallel shards: in shared memory
-// when every rank is a thread of this process (kernels/cpu/local_group.hpp), through Gloo's TCP
-// transport when the ranks span processes.
+// All-reduce and broadcast among the cpu backend's tensor-parallel shards: through the process's
+// memory when every rank is a thread of this process (kernels/cpu/local_group.hpp), through
+// Gloo's TCP transport when the ranks span processes.
 //
 // A group of `size` ranks meets at a CollectiveRendezvous; each rank calls Collective::join from
 // its own thread, which returns once every rank has joined and all pairs are connected. After
@@ -10,7 +10,10 @@
 // this rank's part of the operation is done.
 //
 // Errors: an operation that cannot complete within the group's timeout (a rank missing, a
-// connection lost) throws std::runtime_error naming the rank, the operation and the cause. A
+// connection lost) throws std::runtime_error naming the rank, the operation and the cause. Ranks
+// of one process: a timeout, a rank leaving or a length mismatch makes every rank's current and
+// later operations fail (local_group.hpp); across processes a leaving rank fails the operations
+// that involve it. A
 // failed join spoils the rendezvous for everyone: make a new one. Destroying a rank's Collective
 // closes its connections, so the other ranks' next operations fail. Bad arguments (a rank or root
 // out of range, a rank joining twice) throw std::invalid_argument.
@@ -121,7 +124,7 @@ class Collective {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;  // ranks in several processes; else null
   std::shared_ptr<LocalGroup> local_;       // ranks in this process; else null (both null: size 1)
-  std::vector<float> gathered_;             // [size, slice] all_reduce_over_gloo's peers' slices
+  std::vector<float> gathered_;  // [size, max(slice, 1)] all_reduce_over_gloo's peers' slices (own row unused)
   uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
 };
 

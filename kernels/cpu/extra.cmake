@@ -7,11 +7,11 @@ target_include_directories(actorlm_kernels_cpu_sampling PUBLIC ${PROJECT_SOURCE_
 # computes the tempered weights with separate IEEE operations and must get the same bits.
 target_compile_options(actorlm_kernels_cpu_sampling PRIVATE -ffp-contract=off)
 
-# All-reduce and broadcast among tensor-parallel shards (shared memory in one process, Gloo over
-# TCP across processes). Gloo stays out
-# of the public header, so it links privately.
+# All-reduce, broadcast and point to point among tensor-parallel shards (process memory for ranks
+# of one process, Gloo over TCP across processes). Gloo stays out of the public header, so it
+# links privately.
 add_library(actorlm_kernels_cpu_collective STATIC ${CMAKE_CURRENT_LIST_DIR}/collective.cpp
-            ${CMAKE_CURRENT_LIST_DIR}/local_group.cpp)
+            ${CMAKE_CURRENT_LIST_DIR}/local_group.cpp ${CMAKE_CURRENT_LIST_DIR}/rank_order_sum.cpp)
 target_include_directories(actorlm_kernels_cpu_collective PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(actorlm_kernels_cpu_collective PRIVATE gloo Threads::Threads)
 actorlm_hot_code(actorlm_kernels_cpu_sampling)

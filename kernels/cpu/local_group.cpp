@@ -21,22 +21,6 @@ constexpr int kYields = 64;
 
 }  // namespace
 
-void sum_in_rank_order(std::span<const float* const> parts, std::size_t len, std::span<float* const> outs) {
-  // In chunks through a local buffer: an output may be one of the parts, and the loops over a
-  // chunk vectorize (each element's sum stays left to right).
-  constexpr std::size_t kChunk = 1024;
-  float acc[kChunk];
-  for (std::size_t c = 0; c < len; c += kChunk) {
-    const std::size_t m = std::min(kChunk, len - c);
-    std::memcpy(acc, parts[0] + c, m * sizeof(float));
-    for (std::size_t p = 1; p < parts.size(); ++p) {
-      const float* src = parts[p] + c;
-      for (std::size_t i = 0; i < m; ++i) acc[i] += src[i];
-    }
-    for (float* out : outs) std::memcpy(out + c, acc, m * sizeof(float));
-  }
-}
-
 LocalGroup::LocalGroup(int size)
     : size_(size), posted_(std::size_t(size), nullptr), posted_n_(std::size_t(size), 0) {
   if (size < 1) throw std::invalid_argument("local group: size must be >= 1, got " + std::to_string(size));
@@ -51,23 +35,35 @@ void LocalGroup::throw_broken_locked() const {
   throw std::runtime_error("the group is unusable: " + broken_);
 }
 
-void LocalGroup::arrive_and_wait(int rank, Deadline deadline) {
+bool LocalGroup::arrive_locked(std::uint64_t& gen) {
+  gen = generation_.load(std::memory_order_relaxed);
+  if (++arrived_ < size_) return false;
+  arrived_ = 0;
+  generation_.store(gen + 1, std::memory_order_release);
+  changed_.notify_all();
+  return true;
+}
+
+bool LocalGroup::yield_until_open(std::uint64_t gen) const {
+  for (int i = 0; i < kYields; ++i) {
+    if (generation_.load(std::memory_order_acquire) != gen) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+void LocalGroup::arrive_and_wait(int rank, Deadline deadline, const Post* post) {
   std::uint64_t gen;
   {
     std::lock_guard lock(mutex_);
     if (!broken_.empty()) throw_broken_locked();
-    gen = generation_.load(std::memory_order_relaxed);
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      generation_.store(gen + 1, std::memory_order_release);
-      changed_.notify_all();
-      return;
+    if (post) {
+      posted_[std::size_t(rank)] = post->data;
+      posted_n_[std::size_t(rank)] = post->n;
     }
+    if (arrive_locked(gen)) return;
   }
-  for (int i = 0; i < kYields; ++i) {
-    if (generation_.load(std::memory_order_acquire) != gen) return;
-    std::this_thread::yield();
-  }
+  if (yield_until_open(gen)) return;
   std::unique_lock lock(mutex_);
   changed_.wait_until(lock, deadline, [&] {
     return generation_.load(std::memory_order_relaxed) != gen || !broken_.empty();
@@ -83,51 +79,62 @@ void LocalGroup::arrive_and_wait(int rank, Deadline deadline) {
   throw_broken_locked();
 }
 
+void LocalGroup::finish() {
+  std::uint64_t gen;
+  {
+    std::lock_guard lock(mutex_);
+    if (arrive_locked(gen)) return;
+  }
+  if (yield_until_open(gen)) return;
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != gen; });
+}
+
+std::string LocalGroup::length_disagreement(std::size_t n) const {
+  for (int r = 0; r < size_; ++r)
+    if (posted_n_[std::size_t(r)] != n)
+      return "ranks disagree on the length (rank " + std::to_string(r) + ": " +
+             std::to_string(posted_n_[std::size_t(r)]) + ", the root or rank 0: " + std::to_string(n) + ")";
+  return {};
+}
+
+void LocalGroup::fail_after_finish(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  break_locked(why);
+  throw std::runtime_error(why);
+}
+
 void LocalGroup::join(int rank, std::chrono::milliseconds timeout) {
-  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout);
+  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, nullptr);
 }
 
 void LocalGroup::all_reduce_sum(int rank, std::span<float> data, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  posted_[std::size_t(rank)] = data.data();
-  posted_n_[std::size_t(rank)] = data.size();
-  arrive_and_wait(rank, deadline);
-  for (int r = 0; r < size_; ++r)
-    if (posted_n_[std::size_t(r)] != data.size()) {
-      // Every rank sees the same lengths, so every rank stops here; the group is broken anyway.
-      const std::string why = "ranks disagree on the length (rank " + std::to_string(r) + ": " +
-                              std::to_string(posted_n_[std::size_t(r)]) + ")";
-      std::lock_guard lock(mutex_);
-      break_locked(why);
-      throw std::runtime_error(why);
+  const Post post{data.data(), data.size()};
+  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, &post);
+  // Every rank sees the same lengths, so every rank agrees whether to go on.
+  const std::string disagreement = length_disagreement(posted_n_[0]);
+  if (disagreement.empty()) {
+    const std::size_t begin = slice_begin(data.size(), size_, rank);
+    const std::size_t end = slice_begin(data.size(), size_, rank + 1);
+    std::vector<const float*> parts(static_cast<std::size_t>(size_));
+    std::vector<float*> outs(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      outs[std::size_t(r)] = static_cast<float*>(posted_[std::size_t(r)]) + begin;
+      parts[std::size_t(r)] = outs[std::size_t(r)];
     }
-  const std::size_t begin = slice_begin(data.size(), size_, rank);
-  const std::size_t end = slice_begin(data.size(), size_, rank + 1);
-  std::vector<const float*> parts(static_cast<std::size_t>(size_));
-  std::vector<float*> outs(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    outs[std::size_t(r)] = static_cast<float*>(posted_[std::size_t(r)]) + begin;
-    parts[std::size_t(r)] = outs[std::size_t(r)];
+    sum_in_rank_order(parts, end - begin, outs);
   }
-  sum_in_rank_order(parts, end - begin, outs);
-  arrive_and_wait(rank, deadline);
+  finish();
+  if (!disagreement.empty()) fail_after_finish(disagreement);
 }
 
 void LocalGroup::broadcast(int rank, std::span<std::byte> data, int root, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  posted_[std::size_t(rank)] = data.data();
-  posted_n_[std::size_t(rank)] = data.size();
-  arrive_and_wait(rank, deadline);
-  if (posted_n_[std::size_t(root)] != data.size()) {
-    const std::string why = "ranks disagree on the length (the root has " +
-                            std::to_string(posted_n_[std::size_t(root)]) + " bytes, rank " +
-                            std::to_string(rank) + " " + std::to_string(data.size()) + ")";
-    std::lock_guard lock(mutex_);
-    break_locked(why);
-    throw std::runtime_error(why);
-  }
-  if (rank != root) std::memcpy(data.data(), posted_[std::size_t(root)], data.size());
-  arrive_and_wait(rank, deadline);
+  const Post post{data.data(), data.size()};
+  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, &post);
+  const std::string disagreement = length_disagreement(posted_n_[std::size_t(root)]);
+  if (disagreement.empty() && rank != root) std::memcpy(data.data(), posted_[std::size_t(root)], data.size());
+  finish();
+  if (!disagreement.empty()) fail_after_finish(disagreement);
 }
 
 void LocalGroup::send(int rank, std::span<const float> data, int dst, std::uint32_t tag,
@@ -135,9 +142,8 @@ void LocalGroup::send(int rank, std::span<const float> data, int dst, std::uint3
   const auto key = std::make_tuple(rank, dst, tag);
   std::unique_lock lock(mutex_);
   if (!broken_.empty()) throw_broken_locked();
-  if (!mailbox_.emplace(key, Message{data.data(), data.size(), false}).second)
-    throw std::invalid_argument("a message with tag " + std::to_string(tag) + " to rank " + std::to_string(dst) +
-                                " is already waiting");
+  // One thread per rank sends one message at a time, so a key is never taken twice.
+  mailbox_.emplace(key, Message{data.data(), data.size(), false});
   changed_.notify_all();
   const bool taken = changed_.wait_until(lock, std::chrono::steady_clock::now() + timeout,
                                          [&] { return mailbox_.at(key).taken || !broken_.empty(); });
@@ -166,6 +172,8 @@ void LocalGroup::recv(int rank, std::span<float> data, int src, std::uint32_t ta
       break_locked(why);
       throw std::runtime_error(why);
     }
+    // Copied under the lock: a layer split's hand-over is a few KB, and the sender is blocked on
+    // it anyway.
     std::copy_n(it->second.data, data.size(), data.data());
     it->second.taken = true;
     changed_.notify_all();

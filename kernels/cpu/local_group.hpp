@@ -1,19 +1,24 @@
 #pragma once
-// The data plane of ranks that are threads of one process: they meet in this object's memory,
-// with no sockets. Collective uses it for a rendezvous made in-process (the cpu backend's ranks
+// The data plane of ranks that are threads of one process: they meet in this object, reading
+// and writing each other's buffers in the process's memory, with no sockets. Collective uses it for a rendezvous made in-process (the cpu backend's ranks
 // when no worker hosts any of them); Gloo over TCP remains for ranks in other processes.
 //
 // Each operation is called by every rank from its own thread, in the same order, as Collective's
 // contract says. A collective is two barriers: every rank posts its buffer's address and waits
-// for the others (barrier 1); each rank then works on its own slice of every buffer (the sum of
-// its slice, or a copy from the root) and waits again (barrier 2), after which no rank touches
-// another's buffer. A waiting rank yields its core a few dozen times (a step's ranks usually
+// for the others (barrier 1); each rank then does its share (an all-reduce: sums its slice of
+// every buffer and writes the sum into all of them; a broadcast: copies the root's whole buffer
+// into its own) and waits again (barrier 2), after which no rank touches another's buffer. The buffers are posted under the lock at barrier 1 and read after it opens:
+// the last rank's unlock-then-release of the barrier's generation orders every post before every
+// read. Once barrier 1 has opened, barrier 2 waits without deadline: a rank giving up there could
+// let its buffer go while another still works on it. A waiting rank yields its core a few dozen times (a step's ranks usually
 // arrive within microseconds of each other, and a yield lets a rank that shares the core run:
 // 3 ranks on 2 cores) and then sleeps on a condition variable.
 //
-// Errors: a rank that waits past its timeout, a rank that leaves (its Collective destroyed), and
-// ranks that disagree on a length break the group: every waiting and later operation throws
-// std::runtime_error saying why (as a Gloo group is unusable after a timeout).
+// Errors: a rank that waits past its timeout (at barrier 1, or in a send or receive), a rank
+// that leaves (its Collective destroyed), and ranks that disagree on a length break the whole
+// group: every waiting and later operation of every rank throws std::runtime_error saying why.
+// (On Gloo a leaving rank closes only its own connections; a timeout there, too, leaves the group
+// unusable.)
 
 #include <atomic>
 #include <chrono>
@@ -53,9 +58,26 @@ class LocalGroup {
  private:
   using Deadline = std::chrono::steady_clock::time_point;
 
-  // Barrier over all ranks; throws when the group is or becomes broken, or at the deadline
-  // (which breaks it).
-  void arrive_and_wait(int rank, Deadline deadline);
+  struct Post {  // a rank's buffer in the current collective
+    void* data;
+    std::size_t n;  // elements or bytes
+  };
+  // A collective's first barrier (and the join's): posts `post` (if any) under the lock and
+  // waits for every rank; throws when the group is or becomes broken, or at the deadline (which
+  // breaks it). Once it returns, every rank is committed to the collective.
+  void arrive_and_wait(int rank, Deadline deadline, const Post* post);
+  // A collective's second barrier: waits for every rank without deadline, whatever the group's
+  // state (each has only its own share of the copy or sum left).
+  void finish();
+  // Counts this rank in at the current barrier (lock held); true when it was the last, which
+  // opens the barrier. `gen`: the barrier's generation.
+  bool arrive_locked(std::uint64_t& gen);
+  // Polls whether barrier `gen` opened, yielding the core in between (kYields times at most).
+  bool yield_until_open(std::uint64_t gen) const;
+  // Empty when every rank posted n; else says which did not.
+  std::string length_disagreement(std::size_t n) const;
+  // Breaks the group and throws `why`.
+  [[noreturn]] void fail_after_finish(const std::string& why);
   // Marks the group broken (the first reason stays) and wakes every waiter. Lock held.
   void break_locked(const std::string& why);
   [[noreturn]] void throw_broken_locked() const;

@@ -103,9 +103,9 @@ void add_generate_command(CLI::App& app, int& exit_code) {
   g->add_option("--top-k", o->top_k, "0: off")->capture_default_str()->check(CLI::NonNegativeNumber);
   g->add_option("--min-p", o->min_p, "Drop tokens below this share of the top probability")->check(CLI::Range(0.0, 1.0));
   g->add_option("--seed", o->seed, "Sampling seed (same seed, same text)")->capture_default_str();
-  g->add_option("--tp", o->tp, "Tensor parallel degree (cpu shards, summed in shared memory)")->check(CLI::Range(1, 64));
+  g->add_option("--tp", o->tp, "Tensor parallel degree (cpu shards, summed in process memory)")->check(CLI::Range(1, 64));
   g->add_option("--pp", o->pp, "Layer split over this many stages (engine.pipeline_parallel_degree; hidden states "
-                "go stage to stage in shared memory)")->check(CLI::Range(1, 64));
+                "go stage to stage in process memory)")->check(CLI::Range(1, 64));
   g->callback([o, &exit_code] { exit_code = run_generate(*o); });
 }
 
