@@ -78,6 +78,7 @@ void ThreadPool::run(const Task& t) {
     owned_[static_cast<std::size_t>(i)].end = (i + 1) * t.chunks;
   }
   pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
+  resting_.store(false, std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
     std::lock_guard lock(mutex_);
@@ -95,7 +96,7 @@ void ThreadPool::worker(std::int32_t self) {
   std::uint64_t seen = 0;
   for (;;) {
     const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    if (!spin_until(changed)) {
+    if (!spin_until([&] { return changed() || resting_.load(std::memory_order_acquire); }) || !changed()) {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, changed);
     }

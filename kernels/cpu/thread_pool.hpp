@@ -13,7 +13,7 @@
 //   kernel whose per-element arithmetic does not depend on its range gives the same bits
 //   whatever the pool's size or the scheduling.
 // - Waiting workers spin for a few hundred microseconds (a pause loop, no sched_yield), then
-//   sleep on a condition variable; an idle pool costs no cpu.
+//   sleep on a condition variable; an idle pool costs no cpu. After rest() they sleep at once.
 // - One caller at a time (a shard's forward); `fn` must not throw (it runs on worker threads).
 
 #include <atomic>
@@ -48,6 +48,11 @@ class ThreadPool {
 
   static constexpr std::int32_t chunks_per_thread = 4;
 
+  // The caller will not run work for a while (a layer split's stage that has handed its output
+  // on): waiting workers sleep now instead of spinning, so they leave the cores to the stage
+  // that runs next. The next parallel_for wakes them.
+  void rest() { resting_.store(true, std::memory_order_release); }
+
   // Range t of [0, n) split into `ranges` (exposed for tests).
   static void split(std::int64_t n, std::int64_t grain, std::int32_t ranges, std::int32_t t,
                     std::int64_t& begin, std::int64_t& end);
@@ -76,6 +81,7 @@ class ThreadPool {
   std::atomic<std::int32_t> pending_{0};      // workers still running the current task
   std::unique_ptr<Owned[]> owned_;            // [size()]
   std::atomic<bool> stop_{false};
+  std::atomic<bool> resting_{false};          // rest() called since the last task
   std::mutex mutex_;
   std::condition_variable wake_, done_;
 };

@@ -121,6 +121,7 @@ void Transformer::forward(std::span<const ForwardSeq> seqs, KvCache& cache, bool
     }
   }
   if (!w_.last_stage()) {
+    pool_.rest();  // this stage's next work is the next step's
     link_.send(x_, step);
     return;
   }

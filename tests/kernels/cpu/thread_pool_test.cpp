@@ -65,3 +65,24 @@ BOOST_AUTO_TEST_CASE(many_tasks_in_a_row_all_complete) {
     pool.parallel_for(64, 8, [&](std::int64_t b, std::int64_t e) { sum += e - b; });
   BOOST_TEST(sum.load() == 20000 * 64);
 }
+
+// A layer split's stage: a few tasks, then rest() while the other stages run; the sleeping
+// workers must wake for the next task, whether it comes at once or after they went to sleep.
+BOOST_DATA_TEST_CASE(workers_put_to_rest_wake_for_the_next_task, boost::unit_test::data::make({2, 3}), threads) {
+  ThreadPool pool(threads);
+  std::atomic<std::int64_t> sum{0};
+  std::atomic<int> by_workers{0};
+  const auto caller = std::this_thread::get_id();
+  for (int step = 0; step < 600; ++step) {
+    for (int task = 0; task < 3; ++task)
+      pool.parallel_for(64, 1, [&](std::int64_t b, std::int64_t e) {
+        if (std::this_thread::get_id() != caller) ++by_workers;
+        if (b == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // the workers take a share
+        sum += e - b;
+      });
+    pool.rest();
+    if (step % 3 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  BOOST_TEST(sum.load() == 600 * 3 * 64);
+  BOOST_TEST(by_workers.load() > 0);  // the workers ran ranges, not only the caller
+}
