@@ -204,7 +204,7 @@ void Collective::all_reduce_sum(std::span<float> data) {
   const uint32_t tag = next_tag_++;
   if (size_ == 1 || data.empty()) return;
   run("all_reduce_sum", data.size(), [&] {
-    if (local_) local_->all_reduce_sum(rank_, data, timeout_);
+    if (local_) local_->all_reduce_sum(rank_, data, tag, timeout_);
     else all_reduce_over_gloo(data, tag);
   });
 }
@@ -217,7 +217,7 @@ void Collective::broadcast_impl(std::span<T> data, int root, const char* what) {
   const uint32_t tag = next_tag_++;
   if (size_ == 1 || data.empty()) return;
   run(what, data.size(), [&] {
-    if (local_) return local_->broadcast(rank_, std::as_writable_bytes(data), root, timeout_);
+    if (local_) return local_->broadcast(rank_, std::as_writable_bytes(data), root, tag, timeout_);
     gloo::BroadcastOptions opts(context_);
     opts.setOutput(data.data(), data.size());  // the root's output is its input
     opts.setRoot(root);

@@ -3,6 +3,8 @@
 #include "kernels/cpu/rank_order_sum.hpp"
 
 #include <algorithm>
+#include <cassert>
+#include <exception>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -22,7 +24,10 @@ constexpr int kYields = 64;
 }  // namespace
 
 LocalGroup::LocalGroup(int size)
-    : size_(size), posted_(std::size_t(size), nullptr), posted_n_(std::size_t(size), 0) {
+    : size_(size),
+      posted_(std::size_t(std::max(size, 0))),
+      parts_(std::size_t(std::max(size, 0)), std::vector<const float*>(std::size_t(std::max(size, 0)))),
+      outs_(std::size_t(std::max(size, 0)), std::vector<float*>(std::size_t(std::max(size, 0)))) {
   if (size < 1) throw std::invalid_argument("local group: size must be >= 1, got " + std::to_string(size));
 }
 
@@ -57,10 +62,7 @@ void LocalGroup::arrive_and_wait(int rank, Deadline deadline, const Post* post) 
   {
     std::lock_guard lock(mutex_);
     if (!broken_.empty()) throw_broken_locked();
-    if (post) {
-      posted_[std::size_t(rank)] = post->data;
-      posted_n_[std::size_t(rank)] = post->n;
-    }
+    if (post) posted_[std::size_t(rank)] = *post;
     if (arrive_locked(gen)) return;
   }
   if (yield_until_open(gen)) return;
@@ -90,51 +92,72 @@ void LocalGroup::finish() {
   changed_.wait(lock, [&] { return generation_.load(std::memory_order_relaxed) != gen; });
 }
 
-std::string LocalGroup::length_disagreement(std::size_t n) const {
-  for (int r = 0; r < size_; ++r)
-    if (posted_n_[std::size_t(r)] != n)
-      return "ranks disagree on the length (rank " + std::to_string(r) + ": " +
-             std::to_string(posted_n_[std::size_t(r)]) + ", the root or rank 0: " + std::to_string(n) + ")";
+std::string LocalGroup::disagreement() const {
+  for (int r = 1; r < size_; ++r) {
+    const Post& p = posted_[std::size_t(r)];
+    if (p.op != posted_[0].op)
+      return "ranks disagree on the operation (rank " + std::to_string(r) + " is in another collective than rank 0)";
+    if (p.n != posted_[0].n)
+      return "ranks disagree on the length (rank " + std::to_string(r) + ": " + std::to_string(p.n) + ", rank 0: " +
+             std::to_string(posted_[0].n) + ")";
+  }
   return {};
 }
 
-void LocalGroup::fail_after_finish(const std::string& why) {
-  std::lock_guard lock(mutex_);
-  break_locked(why);
-  throw std::runtime_error(why);
+template <class Work>
+void LocalGroup::collective(int rank, const Post& post, std::chrono::milliseconds timeout, Work&& work) {
+  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, &post);
+  // Every rank sees every post, so all agree whether to go on. Whatever happens, every rank
+  // reaches the second barrier: the others may be working on this rank's buffer.
+  std::string why;
+  std::exception_ptr error;
+  try {
+    why = disagreement();
+    if (why.empty()) work();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  finish();
+  if (error) {
+    {
+      std::lock_guard lock(mutex_);
+      break_locked("rank " + std::to_string(rank) + " failed in a collective");
+    }
+    std::rethrow_exception(error);
+  }
+  if (!why.empty()) {
+    std::lock_guard lock(mutex_);
+    break_locked(why);
+    throw std::runtime_error(why);
+  }
 }
 
 void LocalGroup::join(int rank, std::chrono::milliseconds timeout) {
   arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, nullptr);
 }
 
-void LocalGroup::all_reduce_sum(int rank, std::span<float> data, std::chrono::milliseconds timeout) {
-  const Post post{data.data(), data.size()};
-  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, &post);
-  // Every rank sees the same lengths, so every rank agrees whether to go on.
-  const std::string disagreement = length_disagreement(posted_n_[0]);
-  if (disagreement.empty()) {
+void LocalGroup::all_reduce_sum(int rank, std::span<float> data, std::uint32_t tag,
+                                std::chrono::milliseconds timeout) {
+  const Post post{data.data(), data.size(), std::uint64_t(tag) << 32 | kAllReduce << 16};
+  collective(rank, post, timeout, [&] {
     const std::size_t begin = slice_begin(data.size(), size_, rank);
     const std::size_t end = slice_begin(data.size(), size_, rank + 1);
-    std::vector<const float*> parts(static_cast<std::size_t>(size_));
-    std::vector<float*> outs(static_cast<std::size_t>(size_));
+    auto& parts = parts_[std::size_t(rank)];
+    auto& outs = outs_[std::size_t(rank)];
     for (int r = 0; r < size_; ++r) {
-      outs[std::size_t(r)] = static_cast<float*>(posted_[std::size_t(r)]) + begin;
+      outs[std::size_t(r)] = static_cast<float*>(posted_[std::size_t(r)].data) + begin;
       parts[std::size_t(r)] = outs[std::size_t(r)];
     }
     sum_in_rank_order(parts, end - begin, outs);
-  }
-  finish();
-  if (!disagreement.empty()) fail_after_finish(disagreement);
+  });
 }
 
-void LocalGroup::broadcast(int rank, std::span<std::byte> data, int root, std::chrono::milliseconds timeout) {
-  const Post post{data.data(), data.size()};
-  arrive_and_wait(rank, std::chrono::steady_clock::now() + timeout, &post);
-  const std::string disagreement = length_disagreement(posted_n_[std::size_t(root)]);
-  if (disagreement.empty() && rank != root) std::memcpy(data.data(), posted_[std::size_t(root)], data.size());
-  finish();
-  if (!disagreement.empty()) fail_after_finish(disagreement);
+void LocalGroup::broadcast(int rank, std::span<std::byte> data, int root, std::uint32_t tag,
+                           std::chrono::milliseconds timeout) {
+  const Post post{data.data(), data.size(), std::uint64_t(tag) << 32 | kBroadcast << 16 | std::uint64_t(root)};
+  collective(rank, post, timeout, [&] {
+    if (rank != root) std::memcpy(data.data(), posted_[std::size_t(root)].data, data.size());
+  });
 }
 
 void LocalGroup::send(int rank, std::span<const float> data, int dst, std::uint32_t tag,
@@ -143,7 +166,8 @@ void LocalGroup::send(int rank, std::span<const float> data, int dst, std::uint3
   std::unique_lock lock(mutex_);
   if (!broken_.empty()) throw_broken_locked();
   // One thread per rank sends one message at a time, so a key is never taken twice.
-  mailbox_.emplace(key, Message{data.data(), data.size(), false});
+  [[maybe_unused]] const bool fresh = mailbox_.emplace(key, Message{data.data(), data.size(), false}).second;
+  assert(fresh);
   changed_.notify_all();
   const bool taken = changed_.wait_until(lock, std::chrono::steady_clock::now() + timeout,
                                          [&] { return mailbox_.at(key).taken || !broken_.empty(); });

@@ -1,6 +1,6 @@
 #pragma once
 // The summation order of the cpu backend's all-reduce, shared by its two data planes (ranks in
-// one process, in shared memory; ranks in several processes, over Gloo): the n elements are cut
+// one process, in its memory; ranks in several processes, over Gloo): the n elements are cut
 // into one slice per rank, rank k sums slice k, and every element is summed in rank order,
 // x_0 + x_1 + ... + x_{size-1}. A group's result then has the same bits wherever its ranks live
 // (a cluster's answers equal one process's exactly), and every rank ends with the same bits.

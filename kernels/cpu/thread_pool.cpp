@@ -19,11 +19,11 @@ namespace {
 // far longer than the spin. bench cpu --concurrency 1 --requests 16, stored weights, seven pairs
 // of alternating binaries: 2,000 iterations 74-193 tokens/s (median 143), 20,000 138-200
 // (median 175), the low figures gone. Within a decode step (no gaps) the two were level.
-constexpr int spin_iterations = 20000;
+// (ThreadPool::default_spin_iterations.)
 
 template <class Ready>
-bool spin_until(Ready ready) {
-  for (int i = 0; i < spin_iterations; ++i) {
+bool spin_until(std::int64_t spin_iterations, Ready ready) {
+  for (std::int64_t i = 0; i < spin_iterations; ++i) {
     if (ready()) return true;
     ACTORLM_PAUSE();
   }
@@ -32,7 +32,7 @@ bool spin_until(Ready ready) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(std::int32_t threads) {
+ThreadPool::ThreadPool(std::int32_t threads, std::int64_t spin_iterations) : spin_iterations_(spin_iterations) {
   owned_ = std::make_unique<Owned[]>(static_cast<std::size_t>(std::max(1, threads)));
   for (std::int32_t i = 1; i < std::max(1, threads); ++i) workers_.emplace_back([this, i] { worker(i); });
 }
@@ -78,7 +78,7 @@ void ThreadPool::run(const Task& t) {
     owned_[static_cast<std::size_t>(i)].end = (i + 1) * t.chunks;
   }
   pending_.store(static_cast<std::int32_t>(workers_.size()), std::memory_order_relaxed);
-  resting_.store(false, std::memory_order_relaxed);
+  if (resting_.load(std::memory_order_relaxed)) resting_.store(false, std::memory_order_relaxed);
   {
     // Under the mutex, so that a worker between its check and its sleep cannot miss the bump.
     std::lock_guard lock(mutex_);
@@ -86,7 +86,7 @@ void ThreadPool::run(const Task& t) {
   }
   wake_.notify_all();
   run_ranges(t, 0);
-  if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+  if (!spin_until(spin_iterations_, [&] { return pending_.load(std::memory_order_acquire) == 0; })) {
     std::unique_lock lock(mutex_);
     done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
   }
@@ -96,9 +96,12 @@ void ThreadPool::worker(std::int32_t self) {
   std::uint64_t seen = 0;
   for (;;) {
     const auto changed = [&] { return generation_.load(std::memory_order_acquire) != seen; };
-    if (!spin_until([&] { return changed() || resting_.load(std::memory_order_acquire); }) || !changed()) {
+    if (!spin_until(spin_iterations_, [&] { return changed() || resting_.load(std::memory_order_acquire); }) ||
+        !changed()) {
       std::unique_lock lock(mutex_);
+      ++sleeping_;
       wake_.wait(lock, changed);
+      --sleeping_;
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;

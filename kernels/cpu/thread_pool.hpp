@@ -29,7 +29,11 @@ namespace actorlm::kernels::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(std::int32_t threads = 1);
+  // Pause-loop iterations a waiting worker (and a caller waiting for its workers) spins before
+  // it sleeps (kernels/cpu/thread_pool.cpp says why this many).
+  static constexpr std::int64_t default_spin_iterations = 20000;
+
+  explicit ThreadPool(std::int32_t threads = 1, std::int64_t spin_iterations = default_spin_iterations);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -48,10 +52,18 @@ class ThreadPool {
 
   static constexpr std::int32_t chunks_per_thread = 4;
 
-  // The caller will not run work for a while (a layer split's stage that has handed its output
+  // The caller will not run work for a while (a layer split's stage about to hand its output
   // on): waiting workers sleep now instead of spinning, so they leave the cores to the stage
-  // that runs next. The next parallel_for wakes them.
+  // that runs next. The next parallel_for wakes them. Between tasks only (the caller's thread).
+  // Where the next stage runs elsewhere the step's gap outlasts the spin anyway, so this costs
+  // no extra wake-up there.
   void rest() { resting_.store(true, std::memory_order_release); }
+
+  // Workers asleep now (for tests).
+  std::int32_t sleeping() const {
+    std::lock_guard lock(mutex_);
+    return sleeping_;
+  }
 
   // Range t of [0, n) split into `ranges` (exposed for tests).
   static void split(std::int64_t n, std::int64_t grain, std::int32_t ranges, std::int32_t t,
@@ -82,7 +94,9 @@ class ThreadPool {
   std::unique_ptr<Owned[]> owned_;            // [size()]
   std::atomic<bool> stop_{false};
   std::atomic<bool> resting_{false};          // rest() called since the last task
-  std::mutex mutex_;
+  const std::int64_t spin_iterations_;
+  std::int32_t sleeping_ = 0;                 // workers in wake_.wait (under mutex_)
+  mutable std::mutex mutex_;
   std::condition_variable wake_, done_;
 };
 

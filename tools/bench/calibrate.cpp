@@ -712,7 +712,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     f.hardware.key = fmt::format("{}-tp{}", o.name, d.tp);
     f.hardware.name = fmt::format("this machine's CPU, {} thread(s) per rank at TP {} (actorlm calibrate)",
                                   d.threads_per_rank, d.tp);
-    f.hardware.link = d.tp > 1 ? "shared memory (ranks in one process)" : "none (one rank)";
+    f.hardware.link = d.tp > 1 ? "process memory (ranks in one process)" : "none (one rank)";
     f.hardware.memory_bytes = out.memory_bytes / d.tp;
     out.fits.push_back(std::move(f));
   }

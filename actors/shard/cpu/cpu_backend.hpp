@@ -3,7 +3,7 @@
 // weights over the tensor-parallel ranks, sizes the KV cache from the memory budget
 // (cache.cpu_kv_space per rank for the cache, cache.swap_space for swapped-out blocks, both at
 // cache.dtype's bytes per element: f16 holds twice the blocks of f32), joins
-// the ranks' all-reduce group (shared memory in one process, Gloo across processes) and hands
+// the ranks' all-reduce group (process memory in one process, Gloo across processes) and hands
 // the engine a factory for the shard actors.
 
 #include "actors/config/config.hpp"

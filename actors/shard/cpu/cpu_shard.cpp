@@ -47,9 +47,9 @@ StepResult CpuShard::execute(const Step& step) {
         vocab, prompt_slice_, &transformer_.pool(), r.prompt_logprobs);
     sampler_.sample(step, work, logits_, vocab, &transformer_.pool(), r.tokens);
   }
-  // The last stage of a layer split runs again only after the first stages' share of the next
-  // step (the earlier stages rest before they hand over, in the forward).
-  if (weights_->stages > 1) transformer_.pool().rest();
+  // The last stage of a layer split runs again only after the earlier stages' share of the next
+  // step (they rest as they hand over, in the forward).
+  if (weights_->stages > 1 && weights_->last_stage()) transformer_.pool().rest();
   r.duration_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::steady_clock::now() - start).count();
   r.host_ns = r.duration_ns;  // no device to wait for

@@ -86,3 +86,21 @@ BOOST_DATA_TEST_CASE(workers_put_to_rest_wake_for_the_next_task, boost::unit_tes
   BOOST_TEST(sum.load() == 600 * 3 * 64);
   BOOST_TEST(by_workers.load() > 0);  // the workers ran ranges, not only the caller
 }
+
+// With a spin that never ends on its own, only rest() can put the workers to sleep: they stay
+// awake without it, and all sleep soon after it.
+BOOST_AUTO_TEST_CASE(rest_puts_spinning_workers_to_sleep_at_once) {
+  constexpr std::int64_t kEndless = std::int64_t(1) << 50;
+  ThreadPool pool(3, kEndless);
+  std::atomic<int> runs{0};
+  pool.parallel_for(64, 1, [&](std::int64_t b, std::int64_t e) { runs += int(e - b); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  BOOST_TEST(pool.sleeping() == 0);  // still spinning
+  pool.rest();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (pool.sleeping() < 2 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  BOOST_TEST(pool.sleeping() == 2);
+  pool.parallel_for(64, 1, [&](std::int64_t b, std::int64_t e) { runs += int(e - b); });  // and they wake for work
+  BOOST_TEST(runs.load() == 128);
+}

@@ -1,5 +1,5 @@
 // All-reduce, broadcast and point-to-point among ranks on threads of this process, on both data
-// planes: the in-process kind of rendezvous (shared memory) and the kind that spans processes
+// planes: the in-process kind of rendezvous (process memory) and the kind that spans processes
 // (Gloo over loopback TCP, met through a store in memory). Most values are small integers held
 // in floats, so every sum is exact and compared with ==; where they are not, the expected sum is
 // computed in rank order, which both planes promise.
@@ -38,9 +38,9 @@ namespace {
 constexpr auto kTimeout = 20s;  // generous: the CI machine may be busy; failures come sooner
 
 // The two data planes, by the rendezvous that selects them.
-const char* const kShared = "shared memory";
+const char* const kLocal = "process memory";
 const char* const kGloo = "gloo tcp";
-const auto kPlanes = bdata::make({kShared, kGloo});
+const auto kPlanes = bdata::make({kLocal, kGloo});
 
 // A rendezvous store in memory, for Gloo ranks that are threads of this process.
 class MemoryStore : public actorlm::kernels::RendezvousStore {
@@ -66,7 +66,7 @@ class MemoryStore : public actorlm::kernels::RendezvousStore {
 };
 
 std::shared_ptr<CollectiveRendezvous> rendezvous_of(const std::string& plane, int size) {
-  if (plane == kShared) return std::make_shared<CollectiveRendezvous>(size);
+  if (plane == kLocal) return std::make_shared<CollectiveRendezvous>(size);
   return std::make_shared<CollectiveRendezvous>(size, std::make_shared<MemoryStore>(), "127.0.0.1");
 }
 
@@ -257,7 +257,7 @@ BOOST_DATA_TEST_CASE(a_send_or_a_receive_times_out_naming_the_rank_when_the_peer
   BOOST_TEST_REQUIRE(bool(errors[1]));
   const std::string what = message_of(errors[1]);
   BOOST_TEST(what.find("rank 1 of 2: " + std::string(op) + " of 64 elements failed") != std::string::npos, what);
-  if (std::string(plane) == kShared) BOOST_TEST(what.find("timed out") != std::string::npos, what);
+  if (std::string(plane) == kLocal) BOOST_TEST(what.find("timed out") != std::string::npos, what);
 }
 
 BOOST_DATA_TEST_CASE(sending_to_itself_or_outside_the_group_is_refused, kPlanes, plane) {
@@ -392,14 +392,16 @@ BOOST_DATA_TEST_CASE(all_reduce_sums_every_element_in_rank_order_on_both_planes,
   }
 }
 
-BOOST_DATA_TEST_CASE(ranks_that_disagree_on_a_length_all_fail_instead_of_reading_past_a_buffer,
-                     bdata::make({"all_reduce_sum", "broadcast"}), op) {
-  // Ranks of one process only: Gloo does not check lengths.
+BOOST_DATA_TEST_CASE(ranks_out_of_step_all_fail_instead_of_reading_past_a_buffer,
+                     bdata::make({"all_reduce_sum", "broadcast", "mixed"}), op) {
+  // Ranks of one process only: Gloo does not check. Rank 2 posts 12 elements where the others
+  // post 10, or ("mixed") as many, but in an all-reduce where the others broadcast.
+  const std::string kind = op;
   std::vector<std::string> what(3);
-  const auto errors = run_group(kShared, 3, [&](int rank, Collective& c) {
-    std::vector<float> data(rank == 2 ? 12 : 10, 1.0f);
+  const auto errors = run_group(kLocal, 3, [&](int rank, Collective& c) {
+    std::vector<float> data(rank == 2 && kind != "mixed" ? 12 : 10, 1.0f);
     try {
-      if (std::string(op) == "broadcast") c.broadcast(std::span<float>(data), 0);
+      if (kind == "broadcast" || (kind == "mixed" && rank != 2)) c.broadcast(std::span<float>(data), 0);
       else c.all_reduce_sum(data);
     } catch (const std::runtime_error& e) {
       what[std::size_t(rank)] = e.what();
@@ -408,7 +410,9 @@ BOOST_DATA_TEST_CASE(ranks_that_disagree_on_a_length_all_fail_instead_of_reading
     c.all_reduce_sum(more);  // the group is broken now: throws at once
   });
   for (int r = 0; r < 3; ++r) {
-    BOOST_TEST(what[std::size_t(r)].find("disagree on the length") != std::string::npos, what[std::size_t(r)]);
+    BOOST_TEST(what[std::size_t(r)].find(kind == "mixed" ? "disagree on the operation" : "disagree on the length") !=
+                   std::string::npos,
+               what[std::size_t(r)]);
     BOOST_TEST_REQUIRE(bool(errors[std::size_t(r)]));
     BOOST_TEST(message_of(errors[std::size_t(r)]).find("unusable") != std::string::npos,
                message_of(errors[std::size_t(r)]));
@@ -456,7 +460,7 @@ BOOST_AUTO_TEST_CASE(ranks_leaving_right_after_a_collective_never_fail_a_rank_st
   // have woken from the last barrier yet; that barrier opened, so they must still succeed.
   long failed = 0;
   for (int group = 0; group < 300; ++group) {
-    const auto errors = run_group(kShared, 3, [&](int rank, Collective& c) {
+    const auto errors = run_group(kLocal, 3, [&](int rank, Collective& c) {
       std::vector<float> data(5, float(rank));
       c.all_reduce_sum(data);
       if (rank != 0) std::this_thread::yield();
