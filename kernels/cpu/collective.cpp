@@ -238,13 +238,13 @@ void Collective::broadcast(std::span<int32_t> data, int root) {
 namespace {
 
 // Slots of our own messages, apart from Gloo's collectives' (gloo/types.h uses prefixes
-// 0x01-0x08). Point to point: one prefix per direction, so that a rank's messages to a peer and the peer's to
-// it never share a slot; the caller's tag tells one message from the next.
+// 0x01-0x08). Point to point: one prefix per direction, so that a rank's messages to a peer and
+// the peer's to it never share a slot; the caller's tag tells one message from the next.
 constexpr uint8_t kUpwardSlotPrefix = 0x70;    // to a higher rank
 constexpr uint8_t kDownwardSlotPrefix = 0x71;  // to a lower rank
 // all_reduce_over_gloo's two rounds, tagged with the operation's tag.
-constexpr uint8_t kReduceRoundSlotPrefix = 0x72;  // each rank's slice of everyone's data, to its owner
-constexpr uint8_t kShareRoundSlotPrefix = 0x73;   // each slice's sum, from its owner to everyone
+constexpr uint8_t kReduceRoundSlotPrefix = 0x72;  // a slice of everyone's data, to its owner
+constexpr uint8_t kShareRoundSlotPrefix = 0x73;   // a slice's sum, from its owner to everyone
 
 uint64_t p2p_slot(int from, int to, uint32_t tag) {
   return gloo::Slot::build(from < to ? kUpwardSlotPrefix : kDownwardSlotPrefix, tag);
@@ -282,29 +282,34 @@ void Collective::all_reduce_over_gloo(std::span<float> data, uint32_t tag) {
   const uint64_t reduce_round = gloo::Slot::build(kReduceRoundSlotPrefix, tag);
   const uint64_t share_round = gloo::Slot::build(kShareRoundSlotPrefix, tag);
   constexpr std::size_t f = sizeof(float);
+  // Posts one round's messages: fn(peer, bytes where the peer's slice begins, its bytes) for
+  // every other rank.
+  const auto each_peer = [&](auto&& fn) {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) {
+        const std::size_t begin = slice_begin(n, size_, p);
+        fn(p, begin * f, (slice_begin(n, size_, p + 1) - begin) * f);
+      }
+  };
   int sends = 0, recvs = 0;
-  for (int p = 0; p < size_; ++p) {
-    const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
-    if (p == rank_) continue;
-    if (count > 0) whole->send(p, reduce_round, begin * f, count * f), ++sends;
+  each_peer([&](int p, std::size_t at, std::size_t bytes) {
+    if (bytes > 0) whole->send(p, reduce_round, at, bytes), ++sends;
     if (len > 0) rows->recv(p, reduce_round, std::size_t(p) * len * f, len * f), ++recvs;
-  }
+  });
   wait(*rows, false, recvs);
   wait(*whole, true, sends);
   if (len > 0) {
-    std::vector<const float*> parts(static_cast<std::size_t>(size_));
+    parts_.resize(static_cast<std::size_t>(size_));
     for (int p = 0; p < size_; ++p)
-      parts[std::size_t(p)] = p == rank_ ? data.data() + mine : gathered_.data() + std::size_t(p) * len;
+      parts_[std::size_t(p)] = p == rank_ ? data.data() + mine : gathered_.data() + std::size_t(p) * len;
     float* out = data.data() + mine;
-    sum_in_rank_order(parts, len, std::span<float* const>(&out, 1));
+    sum_in_rank_order(parts_, len, std::span<float* const>(&out, 1));
   }
   sends = recvs = 0;
-  for (int p = 0; p < size_; ++p) {
-    const std::size_t begin = slice_begin(n, size_, p), count = slice_begin(n, size_, p + 1) - begin;
-    if (p == rank_) continue;
+  each_peer([&](int p, std::size_t at, std::size_t bytes) {
     if (len > 0) whole->send(p, share_round, mine * f, len * f), ++sends;
-    if (count > 0) whole->recv(p, share_round, begin * f, count * f), ++recvs;
-  }
+    if (bytes > 0) whole->recv(p, share_round, at, bytes), ++recvs;
+  });
   wait(*whole, false, recvs);
   wait(*whole, true, sends);
 }

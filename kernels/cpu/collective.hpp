@@ -10,13 +10,13 @@
 // this rank's part of the operation is done.
 //
 // Errors: an operation that cannot complete within the group's timeout (a rank missing, a
-// connection lost) throws std::runtime_error naming the rank, the operation and the cause. Ranks
-// of one process: a timeout, a rank leaving or a length mismatch makes every rank's current and
-// later operations fail (local_group.hpp); across processes a leaving rank fails the operations
-// that involve it. A
+// connection lost) throws std::runtime_error naming the rank, the operation and the cause. A
 // failed join spoils the rendezvous for everyone: make a new one. Destroying a rank's Collective
-// closes its connections, so the other ranks' next operations fail. Bad arguments (a rank or root
-// out of range, a rank joining twice) throw std::invalid_argument.
+// closes its connections (leaves the group, in one process), so the other ranks' next operations
+// fail. Ranks of one process: a timeout, a rank leaving or ranks out of step make every rank's
+// current and later operations fail (local_group.hpp); across processes, those that involve the
+// rank. Bad arguments (a rank or root out of range, a rank joining twice) throw
+// std::invalid_argument.
 //
 // A group of size 1 makes no Gloo calls: every operation is a no-op.
 //
@@ -115,7 +115,7 @@ class Collective {
   // Gloo's side of all_reduce_sum: each rank gathers its slice from every peer, sums it in rank
   // order and sends it back to all (two rounds of messages).
   void all_reduce_over_gloo(std::span<float> data, uint32_t tag);
-  // Runs a Gloo operation, turning its exceptions into std::runtime_error naming this rank.
+  // Runs an operation, turning its exceptions into std::runtime_error naming this rank.
   template <typename Op>
   void run(const char* what, std::size_t elements, Op&& op);
 
@@ -124,7 +124,8 @@ class Collective {
   std::chrono::milliseconds timeout_;
   std::shared_ptr<gloo::Context> context_;  // ranks in several processes; else null
   std::shared_ptr<LocalGroup> local_;       // ranks in this process; else null (both null: size 1)
-  std::vector<float> gathered_;  // [size, max(slice, 1)] all_reduce_over_gloo's peers' slices (own row unused)
+  std::vector<float> gathered_;       // [size, max(slice, 1)] all_reduce_over_gloo's peers' slices (own row unused)
+  std::vector<const float*> parts_;  // [size] the rows it sums, in rank order
   uint32_t next_tag_ = 0;  // each operation gets its own tag, in the same order on every rank
 };
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <exception>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 #include <thread>
 

@@ -12,17 +12,17 @@
 #include "kernels/cpu/collective.hpp"
 #include "kernels/rendezvous_store.hpp"
 
-#include <condition_variable>
-#include <map>
-#include <mutex>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <span>
 #include <stdexcept>
