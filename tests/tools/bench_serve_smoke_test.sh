@@ -20,6 +20,17 @@ grep -q '"clients":"separate process' <<<"$last" || fail "bench serve: clients n
 [[ $(field "$last" 'sum(l["failed"] for l in j["levels"])') == 0 ]] || fail "bench serve: streams failed: $last"
 [[ $(field "$last" '[l["tokens"] for l in j["levels"]]') == "[8, 128]" ]] || fail "bench serve: tokens not all joined: $last"
 [[ $(field "$last" 'j["health"]["status"]') == "[200, 200, 200]" ]] || fail "bench serve: /health did not answer: $last"
+# The send floor ran each level through the same client: every token joined to its step.
+for key in send_floor_us_per_token_p99 send_floor_us_per_token_p50_1 send_floor_us_per_token_p99_16; do
+  grep -q "\"$key\":" <<<"$last" || fail "bench serve: no $key in: $last"
+done
+[[ $(field "$last" '[(l["send_floor"]["tokens"], l["send_floor"]["failed"]) for l in j["levels"]]') == "[[8, 0], [128, 0]]" ]] ||
+  fail "bench serve: the send floor's tokens not all joined: $last"
+out=$(timeout 120 "$actorlm" bench serve --streams 4 --max-tokens 4 --slow-connections 0 --no-send-floor 2>/dev/null) ||
+  fail "bench serve --no-send-floor exited $?"
+last=$(tail -n 1 <<<"$out")
+[[ $(field "$last" '"send_floor" in j["levels"][0] or "send_floor_us_per_token_p99" in j') == false ]] ||
+  fail "bench serve --no-send-floor measured the floor: $last"
 
 out=$(timeout 120 "$actorlm" bench soak --seconds 5 --concurrency 32 --max-tokens 16 2>/dev/null) ||
   fail "bench soak exited $? with: $(tail -n 1 <<<"$out")"

@@ -16,7 +16,7 @@ namespace actorlm::tools {
 namespace {
 
 nlohmann::json to_json(const bench::ServeBenchPoint& p) {
-  return {{"streams", p.streams},
+  nlohmann::json j = {{"streams", p.streams},
           {"tokens", p.tokens},
           {"failed", p.failed},
           {"seconds", p.seconds},
@@ -28,7 +28,17 @@ nlohmann::json to_json(const bench::ServeBenchPoint& p) {
           {"server_cpu_us_per_token", p.server_cpu_us_per_token},
           {"client_cpu_s", p.client_cpu_s},
           {"client_lag_us_p50", p.client_lag_p50_us},
-          {"client_lag_us_p99", p.client_lag_p99_us}};
+          {"client_lag_us_p99", p.client_lag_p99_us},
+          {"step_interval_us", p.step_interval_us}};
+  if (p.floor.measured)
+    j["send_floor"] = {{"tokens", p.floor.tokens},
+                       {"failed", p.floor.failed},
+                       {"overhead_us_p50", p.floor.p50_us},
+                       {"overhead_us_p99", p.floor.p99_us},
+                       {"overhead_us_max", p.floor.max_us},
+                       {"send_cpu_us_per_token", p.floor.send_cpu_us_per_token},
+                       {"client_cpu_s", p.floor.client_cpu_s}};
+  return j;
 }
 
 // The headline figures are the 256-stream level's (the goal); without that level, the
@@ -58,6 +68,10 @@ int report_serve_bench(bench::ServeBenchOptions opt) {
       j["overhead_us_per_token_p50_" + n] = p.overhead_p50_us;
       j["overhead_us_per_token_p99_" + n] = p.overhead_p99_us;
       j["server_cpu_us_per_token_" + n] = p.server_cpu_us_per_token;
+      if (p.floor.measured) {
+        j["send_floor_us_per_token_p50_" + n] = p.floor.p50_us;
+        j["send_floor_us_per_token_p99_" + n] = p.floor.p99_us;
+      }
     }
     j["levels"] = levels;
     if (const auto* h = headline(r.points)) {
@@ -65,6 +79,7 @@ int report_serve_bench(bench::ServeBenchOptions opt) {
       j["overhead_us_per_token_p50"] = h->overhead_p50_us;
       j["overhead_us_per_token_p99"] = h->overhead_p99_us;
       j["server_cpu_us_per_token"] = h->server_cpu_us_per_token;
+      if (h->floor.measured) j["send_floor_us_per_token_p99"] = h->floor.p99_us;
     }
     j["max_streams_sustained"] = r.max_streams_sustained;
     if (opt.slow_connections > 0) {
@@ -98,6 +113,8 @@ void add_bench_serve_command(CLI::App& bench, int& exit_code) {
       ->capture_default_str()->check(CLI::Range(0u, 16000u));
   s->add_option("--health-samples", opt->health_samples, "GET /health requests timed")
       ->capture_default_str()->check(CLI::Range(1u, 100u));
+  s->add_flag("!--no-send-floor", opt->send_floor,
+              "Skip each level's send floor (the same streams served by threads that only send(); on by default)");
   s->add_option("--caf-threads", opt->caf_threads, "CAF scheduler threads (0: CAF's default)")->capture_default_str();
   s->add_option("--io-threads", opt->config.server.io_threads, "The server's event-loop threads (server.io_threads)")
       ->capture_default_str()->check(CLI::Range(1, 64));

@@ -3,6 +3,7 @@
 #include "actors/serving/served_model.hpp"
 #include "tools/bench/bench_server.hpp"
 #include "tools/bench/client_process.hpp"
+#include "tools/bench/send_floor.hpp"
 #include "tools/bench/timing.hpp"
 
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace actorlm::bench {
@@ -64,13 +66,9 @@ json stream_body(const ServeBenchOptions& opt) {
           {"max_tokens", opt.max_tokens}, {"stream", true}};
 }
 
-// Runs one level: n streams at once from the client process, joined with the engine's records.
-ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n, const ServeBenchOptions& opt,
-                              EngineTokenTimes& engine) {
-  ServeBenchPoint p;
-  p.streams = n;
-  const double cpu0 = process_cpu_seconds();
-  clients.send({{"cmd", "streams"}, {"port", port}, {"n", n}, {"body", stream_body(opt)}});
+// Reads the client process's answer to a "streams" command: a line per stream, then the end
+// line, whose figures go into p.
+std::vector<StreamTiming> receive_streams(ClientProcess& clients, ServeBenchPoint& p) {
   std::vector<StreamTiming> streams;
   for (;;) {
     const auto line = clients.receive(std::chrono::minutes(30));
@@ -80,7 +78,7 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
       p.client_cpu_s = line["client_cpu_s"];
       p.client_lag_p50_us = line["client_lag_us_p50"];
       p.client_lag_p99_us = line["client_lag_us_p99"];
-      break;
+      return streams;
     }
     StreamTiming s;
     const std::string id = line["request_id"];
@@ -90,12 +88,24 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
     if (!s.done) ++p.failed;
     streams.push_back(std::move(s));
   }
+}
+
+// Runs one level: n streams at once from the client process, joined with the engine's records.
+ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n, const ServeBenchOptions& opt,
+                              EngineTokenTimes& engine) {
+  ServeBenchPoint p;
+  p.streams = n;
+  const double cpu0 = process_cpu_seconds();
+  clients.send({{"cmd", "streams"}, {"port", port}, {"n", n}, {"body", stream_body(opt)}});
+  const auto streams = receive_streams(clients, p);
   p.server_cpu_s = process_cpu_seconds() - cpu0;
-  std::vector<double> overhead_us;
+  std::vector<double> overhead_us, gaps_us;
   engine.join(streams, std::chrono::seconds(5), [&](const std::vector<scheduler::Time>& produced, const StreamTiming& s) {
     for (std::size_t k = 0; k < std::min(produced.size(), s.token_ns.size()); ++k)
       overhead_us.push_back(double(s.token_ns[k] - produced[k]) / 1e3);
+    for (std::size_t k = 1; k < produced.size(); ++k) gaps_us.push_back(double(produced[k] - produced[k - 1]) / 1e3);
   });
+  p.step_interval_us = median(gaps_us);
   p.tokens = overhead_us.size();
   p.tokens_per_s = p.seconds > 0 ? double(p.tokens) / p.seconds : 0;
   p.server_cpu_us_per_token = p.tokens > 0 ? p.server_cpu_s * 1e6 / double(p.tokens) : 0;
@@ -103,6 +113,28 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
   p.overhead_p99_us = percentile(overhead_us, 99);
   p.overhead_max_us = overhead_us.empty() ? 0 : overhead_us.back();
   return p;
+}
+
+// The same level's send floor (send_floor.hpp): the same client process and request, answered
+// by a SendFloor with the server's I/O thread count, at the level's step interval.
+void measure_floor(ClientProcess& clients, SendFloor& floor, const ServeBenchOptions& opt, ServeBenchPoint& p) {
+  ServeBenchPoint f;
+  clients.send({{"cmd", "streams"}, {"port", floor.port()}, {"n", p.streams}, {"body", stream_body(opt)}});
+  const auto interval = std::chrono::microseconds(std::llround(std::max(p.step_interval_us, 1000.0)));
+  const auto run = floor.serve(p.streams, opt.max_tokens, interval);
+  const auto streams = receive_streams(clients, f);
+  std::vector<double> overhead_us;
+  for (const auto& s : streams)
+    for (std::size_t k = 0; k < std::min(run.step_ns.size(), s.token_ns.size()); ++k)
+      overhead_us.push_back(double(s.token_ns[k] - run.step_ns[k]) / 1e3);
+  p.floor.measured = true;
+  p.floor.tokens = overhead_us.size();
+  p.floor.failed = std::max(f.failed, run.failed);
+  p.floor.p50_us = percentile(overhead_us, 50);
+  p.floor.p99_us = percentile(overhead_us, 99);
+  p.floor.max_us = overhead_us.empty() ? 0 : overhead_us.back();
+  p.floor.send_cpu_us_per_token = p.floor.tokens > 0 ? run.send_cpu_s * 1e6 / double(p.floor.tokens) : 0;
+  p.floor.client_cpu_s = f.client_cpu_s;
 }
 
 void measure_health(ClientProcess& clients, int port, const ServeBenchOptions& opt, ServeBenchResult& r) {
@@ -160,13 +192,24 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
   // instead of ~310).
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   measure_level(clients, port, 1, opt, engine);
+  std::optional<SendFloor> floor;
+  if (opt.send_floor) floor.emplace(static_cast<unsigned>(opt.config.server.io_threads));
   for (std::uint32_t n : opt.streams) {
-    const auto p = measure_level(clients, port, n, opt, engine);
+    auto p = measure_level(clients, port, n, opt, engine);
     say(std::to_string(n) + " streams: " + std::to_string(p.tokens) + " tokens in " + fmt(p.seconds) +
         " s; overhead per token p50 " + fmt(p.overhead_p50_us) + " us, p99 " + fmt(p.overhead_p99_us) +
         " us; server CPU " + fmt(p.server_cpu_us_per_token) + " us per token; client CPU " + fmt(p.client_cpu_s * 1e3) +
         " ms, client read lag p99 " + fmt(p.client_lag_p99_us) + " us (not counted)" +
         (p.failed ? "; " + std::to_string(p.failed) + " streams failed" : ""));
+    if (floor) {
+      measure_floor(clients, *floor, opt, p);
+      say(std::to_string(n) + " streams, send floor (" + std::to_string(opt.config.server.io_threads) +
+          " threads sending the same chunks, one step every " + fmt(p.step_interval_us / 1e3) +
+          " ms; no engine, no HTTP server): p50 " + fmt(p.floor.p50_us) + " us, p99 " + fmt(p.floor.p99_us) +
+          " us; send CPU " + fmt(p.floor.send_cpu_us_per_token) + " us per token; client CPU " +
+          fmt(p.floor.client_cpu_s * 1e3) + " ms" +
+          (p.floor.failed ? "; " + std::to_string(p.floor.failed) + " streams failed" : ""));
+    }
     if (p.failed == 0 && p.tokens > 0 && p.overhead_p99_us < opt.p99_limit_us)
       result.max_streams_sustained = std::max(result.max_streams_sustained, n);
     result.points.push_back(p);

@@ -8,7 +8,9 @@
 // engine produced it (the scheduler's record of that token; steady_clock in both processes,
 // which is CLOCK_MONOTONIC on Linux). Per level, this process's CPU time (server and engine: nothing
 // else runs here) is divided by the tokens streamed. Last, the client process holds slow
-// connections (half-sent headers) while GET /health is timed.
+// connections (half-sent headers) while GET /health is timed. After each level, the same
+// client runs it again against a SendFloor (send_floor.hpp): what this machine's loopback TCP
+// alone costs to deliver those tokens, printed beside the server's figure.
 
 #include "actors/config/config.hpp"
 
@@ -27,8 +29,20 @@ struct ServeBenchOptions {
   std::uint32_t caf_threads = 0;          // CAF scheduler threads (0: CAF's default, 4)
   std::uint32_t slow_connections = 2000;  // held while /health is timed (0: not measured)
   std::uint32_t health_samples = 5;
+  bool send_floor = true;                 // each level's send floor too (send_floor.hpp)
   std::vector<std::string> client_command;  // empty: default_client_command()
   std::function<void(const std::string&)> progress;
+};
+
+// A level's send floor (send_floor.hpp): the same streams and client, served by threads that do
+// nothing but send() the chunks.
+struct SendFloorPoint {
+  bool measured = false;
+  std::uint64_t tokens = 0;
+  std::uint32_t failed = 0;
+  double p50_us = 0, p99_us = 0, max_us = 0;  // a token's arrival minus its step's start
+  double send_cpu_us_per_token = 0;           // the sender threads' CPU time per token
+  double client_cpu_s = 0;
 };
 
 struct ServeBenchPoint {
@@ -44,6 +58,8 @@ struct ServeBenchPoint {
   // How long after its arrival (the kernel's receive time) the client read each token: the
   // delay a client timing its own reads would have added to the overhead.
   double client_lag_p50_us = 0, client_lag_p99_us = 0;
+  double step_interval_us = 0;     // the median time between a stream's tokens at the engine
+  SendFloorPoint floor;            // when ServeBenchOptions::send_floor
 };
 
 struct ServeBenchResult {
