@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace actorlm::scheduler {
 
@@ -225,20 +226,18 @@ void on_reserved(self_ptr self, const kv::ReserveReply& reply) {
           });
 }
 
-// A step of at most this many tokens reaches its sinks before the next reservation is sent;
-// a larger one after it (see iterate).
+// A step of at most this many tokens reaches its sinks before the next reservation (and any
+// KV abort) is sent; a larger one after it (see iterate). Measured at 1, 16, 64 and 256
+// streams only: 16 is where the two orders measured alike.
 constexpr std::size_t small_step_tokens = 16;
 
 // Starts the next iteration unless one is running, the engine is unhealthy, or there is
 // nothing to do. `finished_step`, the events of the step that just ended, goes to the sinks
-// after the plan, and before or after the reservation's message by the step's size. Each of
-// the two messages wakes a thread, and the first sent is the first served (2026-12-06, `bench
-// serve` on 2 cores, six alternating runs): the reservation first kept the sinks waiting for its
-// send, which wakes a CAF worker (51 us of a 1-stream token's 170 us before its send()), and
-// delivering first cut the 1-stream p50 from 143-179 to 90-106 us; at 256 streams it raised the
-// p50 from 855-1,068 to 951-1,109 us instead, the block manager's reservation of 256 sequences
-// then competing with the I/O threads' dispatch for the cores. (Planning after delivering was
-// worse at every level.)
+// after the plan (planning after delivering was worse at every size), and before or after the
+// reservation's message by the step's size: each message wakes a thread, and the first sent is
+// served first. A small step's tokens then skip the wait for the block manager's wake-up; a
+// large one's dispatch would take the cores from the block manager's reservation instead
+// (README, `bench serve`, for the figures).
 void iterate(self_ptr self, StepEvents* finished_step) {
   auto& st = self->state;
   auto hand_over = [&] {

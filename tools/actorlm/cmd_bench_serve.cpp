@@ -17,19 +17,19 @@ namespace {
 
 nlohmann::json to_json(const bench::ServeBenchPoint& p) {
   nlohmann::json j = {{"streams", p.streams},
-          {"tokens", p.tokens},
-          {"failed", p.failed},
-          {"seconds", p.seconds},
-          {"tokens_per_s", p.tokens_per_s},
-          {"overhead_us_p50", p.overhead_p50_us},
-          {"overhead_us_p99", p.overhead_p99_us},
-          {"overhead_us_max", p.overhead_max_us},
-          {"server_cpu_s", p.server_cpu_s},
-          {"server_cpu_us_per_token", p.server_cpu_us_per_token},
-          {"client_cpu_s", p.client_cpu_s},
-          {"client_lag_us_p50", p.client_lag_p50_us},
-          {"client_lag_us_p99", p.client_lag_p99_us},
-          {"step_interval_us", p.step_interval_us}};
+                      {"tokens", p.tokens},
+                      {"failed", p.failed},
+                      {"seconds", p.seconds},
+                      {"tokens_per_s", p.tokens_per_s},
+                      {"overhead_us_p50", p.overhead_p50_us},
+                      {"overhead_us_p99", p.overhead_p99_us},
+                      {"overhead_us_max", p.overhead_max_us},
+                      {"server_cpu_s", p.server_cpu_s},
+                      {"server_cpu_us_per_token", p.server_cpu_us_per_token},
+                      {"client_cpu_s", p.client_cpu_s},
+                      {"client_lag_us_p50", p.client_lag_p50_us},
+                      {"client_lag_us_p99", p.client_lag_p99_us},
+                      {"step_interval_us", p.step_interval_us}};
   if (p.floor.measured)
     j["send_floor"] = {{"tokens", p.floor.tokens},
                        {"failed", p.floor.failed},
@@ -37,6 +37,7 @@ nlohmann::json to_json(const bench::ServeBenchPoint& p) {
                        {"overhead_us_p99", p.floor.p99_us},
                        {"overhead_us_max", p.floor.max_us},
                        {"send_cpu_us_per_token", p.floor.send_cpu_us_per_token},
+                       {"interval_us", p.floor.interval_us},
                        {"client_cpu_s", p.floor.client_cpu_s}};
   return j;
 }

@@ -116,12 +116,14 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
 }
 
 // The same level's send floor (send_floor.hpp): the same client process and request, answered
-// by a SendFloor with the server's I/O thread count, at the level's step interval.
+// by a SendFloor with the server's I/O thread count, at the level's step interval (at least
+// 1 ms; p.floor.interval_us says which).
 void measure_floor(ClientProcess& clients, SendFloor& floor, const ServeBenchOptions& opt, ServeBenchPoint& p) {
   ServeBenchPoint f;
   clients.send({{"cmd", "streams"}, {"port", floor.port()}, {"n", p.streams}, {"body", stream_body(opt)}});
   const auto interval = std::chrono::microseconds(std::llround(std::max(p.step_interval_us, 1000.0)));
-  const auto run = floor.serve(p.streams, opt.max_tokens, interval);
+  p.floor.interval_us = double(interval.count());
+  const auto run = floor.serve(p.streams, opt.max_tokens, interval, opt.config.model.name);
   const auto streams = receive_streams(clients, f);
   std::vector<double> overhead_us;
   for (const auto& s : streams)
@@ -204,7 +206,7 @@ ServeBenchResult run_serve_bench(const ServeBenchOptions& opt) {
     if (floor) {
       measure_floor(clients, *floor, opt, p);
       say(std::to_string(n) + " streams, send floor (" + std::to_string(opt.config.server.io_threads) +
-          " threads sending the same chunks, one step every " + fmt(p.step_interval_us / 1e3) +
+          " threads sending the same chunks, one step every " + fmt(p.floor.interval_us / 1e3) +
           " ms; no engine, no HTTP server): p50 " + fmt(p.floor.p50_us) + " us, p99 " + fmt(p.floor.p99_us) +
           " us; send CPU " + fmt(p.floor.send_cpu_us_per_token) + " us per token; client CPU " +
           fmt(p.floor.client_cpu_s * 1e3) + " ms" +

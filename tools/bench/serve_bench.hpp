@@ -42,6 +42,7 @@ struct SendFloorPoint {
   std::uint32_t failed = 0;
   double p50_us = 0, p99_us = 0, max_us = 0;  // a token's arrival minus its step's start
   double send_cpu_us_per_token = 0;           // the sender threads' CPU time per token
+  double interval_us = 0;                     // its steps' spacing
   double client_cpu_s = 0;
 };
 
