@@ -66,6 +66,13 @@ json stream_body(const ServeBenchOptions& opt) {
           {"max_tokens", opt.max_tokens}, {"stream", true}};
 }
 
+// The p50, p99 and largest of a level's per-token overheads (sorts `us`).
+void spread(std::vector<double>& us, double& p50, double& p99, double& max) {
+  p50 = percentile(us, 50);
+  p99 = percentile(us, 99);
+  max = us.empty() ? 0 : us.back();  // sorted by percentile()
+}
+
 // Reads the client process's answer to a "streams" command: a line per stream, then the end
 // line, whose figures go into p.
 std::vector<StreamTiming> receive_streams(ClientProcess& clients, ServeBenchPoint& p) {
@@ -109,9 +116,7 @@ ServeBenchPoint measure_level(ClientProcess& clients, int port, std::uint32_t n,
   p.tokens = overhead_us.size();
   p.tokens_per_s = p.seconds > 0 ? double(p.tokens) / p.seconds : 0;
   p.server_cpu_us_per_token = p.tokens > 0 ? p.server_cpu_s * 1e6 / double(p.tokens) : 0;
-  p.overhead_p50_us = percentile(overhead_us, 50);
-  p.overhead_p99_us = percentile(overhead_us, 99);
-  p.overhead_max_us = overhead_us.empty() ? 0 : overhead_us.back();
+  spread(overhead_us, p.overhead_p50_us, p.overhead_p99_us, p.overhead_max_us);
   return p;
 }
 
@@ -132,9 +137,7 @@ void measure_floor(ClientProcess& clients, SendFloor& floor, const ServeBenchOpt
   p.floor.measured = true;
   p.floor.tokens = overhead_us.size();
   p.floor.failed = std::max(f.failed, run.failed);
-  p.floor.p50_us = percentile(overhead_us, 50);
-  p.floor.p99_us = percentile(overhead_us, 99);
-  p.floor.max_us = overhead_us.empty() ? 0 : overhead_us.back();
+  spread(overhead_us, p.floor.p50_us, p.floor.p99_us, p.floor.max_us);
   p.floor.send_cpu_us_per_token = p.floor.tokens > 0 ? run.send_cpu_s * 1e6 / double(p.floor.tokens) : 0;
   p.floor.client_cpu_s = f.client_cpu_s;
 }
