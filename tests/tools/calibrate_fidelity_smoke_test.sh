@@ -77,7 +77,7 @@ TOML
   grep -q "throughput" "$tmp/sim-$tp.out" || fail "simulate tp $tp: $(cat "$tmp/sim-$tp.out")"
 done
 
-"$actorlm" bench fidelity --quick --out "$tmp/fid" >"$tmp/fid.out" 2>"$tmp/fid.err" \
+"$actorlm" bench fidelity --quick --rounds 2 --out "$tmp/fid" >"$tmp/fid.out" 2>"$tmp/fid.err" \
   || fail "bench fidelity exited $?: $(tail -20 "$tmp/fid.err")"
 # The case's row in each table: the figures (tok/s measured, simulated, error, ...) and where the
 # time went (steps measured, simulated, ...).
@@ -85,12 +85,13 @@ grep -qE '^short-in-long-out  paged +2 \| +[0-9.]+ [0-9.]+ +[+-][0-9.]+% \|' "$t
   || fail "no case row in the figures' table: $(cat "$tmp/fid.out")"
 grep -qE '^short-in-long-out  paged +2 \| +[0-9]+ +[0-9]+ \|' "$tmp/fid.out" \
   || fail "no case row in the steps' table: $(cat "$tmp/fid.out")"
-# The calibration's second pass came after the case (its passes are spread over the cases).
-python3 - "$tmp/fid.err" <<'PY' || fail "the case did not run between the calibration passes: $(grep -E 'pass|case' "$tmp/fid.err")"
+# Each round of the case ran between two of the calibration's passes (rounds + 1 of them).
+python3 - "$tmp/fid.err" <<'PY' || fail "the rounds did not run between the calibration passes: $(grep -E 'pass|case' "$tmp/fid.err")"
 import sys
 lines = open(sys.argv[1]).read().splitlines()
 at = lambda s: next(i for i, l in enumerate(lines) if s in l)
-assert at("pass 1 of 2") < at("case 1/1") < at("pass 2 of 2"), lines
+assert at("pass 1 of 3") < at("case 1/1 (round 1/2)") < at("pass 2 of 3") < at("case 1/1 (round 2/2)") \
+    < at("pass 3 of 3"), lines
 PY
 tail -n 1 "$tmp/fid.out" | python3 -c '
 import json, math, sys
@@ -100,7 +101,7 @@ for k in ("mean_abs_error_throughput", "mean_abs_error_p90_e2e", "max_abs_error_
     assert math.isfinite(j[k]) and j[k] >= 0, (k, j)
 assert math.isfinite(j["machine_drift"]) and j["machine_drift"] > -1, j
 assert j["calibration_interleaved"] is True, j  # the case ran between the calibration passes
-assert 0 < j["calibration_pass_spread"] < 2, j  # the 2 passes of the quick grid, as a fraction
+assert 0 < j["calibration_pass_spread"] < 2, j  # the 3 passes of the quick grid, as a fraction
 # One case has no twin in the other regime: no floor (tools/bench/fidelity_floor_test.cpp checks one).
 assert j["twin_pairs"] == 0 and j["floor_mean_abs_error_throughput"] == 0 and j["floor_max_abs_error_p90_e2e"] == 0, j
 ' || fail "fidelity JSON"
@@ -109,6 +110,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 (c,) = d["cases"]
 assert c["measured"]["completed"] == 4 and c["simulated"]["completed"] == 4, c
+assert len(c["rounds"]) == 2 and all(r["completed"] == 4 for r in c["rounds"]), c
 assert c["measured"]["throughput"] > 0 and c["simulated"]["throughput"] > 0, c
 # Where the time went: the server's step counters over the measured requests and the simulation's
 # step records. Both runs schedule the same requests, so they take about as many steps (the

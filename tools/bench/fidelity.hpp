@@ -1,7 +1,8 @@
 #pragma once
 // `actorlm bench fidelity`: how far the simulator is from the real engine on this machine.
 // Calibrates the cost model (calibrate.hpp, TP 1), its passes over the grid interleaved with the
-// measured cases (first pass, half of the cases, second pass, the rest, last pass); for every case (workload x regime x
+// measured cases (first pass, half of the cases, second pass, the rest, last pass; with rounds, a
+// pass between each two rounds); for every case (workload x regime x
 // load) runs `actorlm serve` on the cpu backend with the default model in a child process,
 // drives it with bench client's load generator (client_bench.hpp: exact prompt lengths with the
 // model's tokenizer, ignore_eos), and simulates the same config and workload on the calibrated
