@@ -187,8 +187,9 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
                   "prompt (1,024 tokens) asking for max_tokens 1,024, beside the 1 % watermark")
       ->capture_default_str()->check(CLI::Range(140u, 1u << 20));
   cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
-  cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median (the "
-                  "calibration then makes a pass between each two rounds: rounds + 1 passes, 3 at least)")
+  cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median (with the "
+                  "passes interleaved, the calibration then makes a pass between each two rounds: rounds + 1 "
+                  "passes, 3 at least, 2 with --quick)")
       ->capture_default_str()->check(CLI::Range(1u, 20u));
   cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
   cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
