@@ -1,7 +1,6 @@
 #include "tools/bench/send_floor.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -15,12 +14,15 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <latch>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 namespace actorlm::bench {
 
@@ -118,7 +120,7 @@ std::vector<Conn> accept_all(int listener, std::uint32_t n, const std::string& m
       if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       fail("accept", errno);
     }
-    Conn c(fd, {});
+    Conn c(fd, floor_chunk(std::uint32_t(conns.size() + 1), model));
     const int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // as the server's sockets
     // A client that stops reading, or never sends its request, fails its connection instead of
@@ -126,7 +128,6 @@ std::vector<Conn> accept_all(int listener, std::uint32_t n, const std::string& m
     timeval stuck{10, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &stuck, sizeof stuck);
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &stuck, sizeof stuck);
-    c.chunk = floor_chunk(std::uint32_t(conns.size() + 1), model);
     conns.push_back(std::move(c));
   }
   return conns;
@@ -181,11 +182,15 @@ void run_steps(std::vector<Conn>& conns, unsigned threads, std::uint32_t steps, 
 }  // namespace
 
 std::string floor_chunk(std::uint32_t id, const std::string& model) {
-  // The server's completion chunk, key for key (StreamChunks, actors/http/openai_response.cpp).
-  const std::string data = "data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"logprobs\":null,\"text\":\" tok\"}],"
-                           "\"created\":1765000000,\"id\":\"cmpl-" + std::to_string(id) + "\",\"model\":\"" + model +
-                           "\",\"object\":\"text_completion\"}\n\n";
-  return http_chunk(data);
+  // The server's completion chunk, key for key and serialized as the server does (StreamChunks,
+  // actors/http/openai_response.cpp: nlohmann::json, keys sorted, the model's name escaped).
+  const nlohmann::json text{{"finish_reason", nullptr}, {"index", 0}, {"logprobs", nullptr}, {"text", " tok"}};
+  const nlohmann::json chunk{{"choices", nlohmann::json::array({text})},
+                             {"created", 1765000000},
+                             {"id", "cmpl-" + std::to_string(id)},
+                             {"model", model},
+                             {"object", "text_completion"}};
+  return http_chunk("data: " + chunk.dump() + "\n\n");
 }
 
 SendFloor::SendFloor(unsigned threads) : threads_(std::max(1u, threads)) {

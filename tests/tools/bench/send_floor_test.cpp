@@ -48,10 +48,8 @@ LoadRequest stream_request() {
   return r;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(a_floor_chunk_is_one_http_chunk_holding_a_completion_chunk_with_one_token) {
-  const std::string c = floor_chunk(7, "falcon-40b");
+// The completion chunk inside one floor chunk, its HTTP chunk and SSE framing checked.
+nlohmann::json completion_of(const std::string& c) {
   const auto line = c.find("\r\n");
   BOOST_REQUIRE(line != std::string::npos);
   const std::string payload = c.substr(line + 2, c.size() - line - 4);
@@ -59,7 +57,14 @@ BOOST_AUTO_TEST_CASE(a_floor_chunk_is_one_http_chunk_holding_a_completion_chunk_
   BOOST_TEST(c.substr(c.size() - 2) == "\r\n");
   BOOST_REQUIRE(payload.starts_with("data: "));
   BOOST_REQUIRE(payload.ends_with("\n\n"));
-  const auto j = nlohmann::json::parse(payload.substr(6, payload.size() - 8));
+  return nlohmann::json::parse(payload.substr(6, payload.size() - 8));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_floor_chunk_is_one_http_chunk_holding_a_completion_chunk_with_one_token) {
+  const std::string c = floor_chunk(7, "falcon-40b");
+  const auto j = completion_of(c);
   BOOST_TEST(j.at("object") == "text_completion");
   BOOST_TEST(j.at("id") == "cmpl-7");
   BOOST_TEST(j.at("model") == "falcon-40b");
@@ -67,6 +72,8 @@ BOOST_AUTO_TEST_CASE(a_floor_chunk_is_one_http_chunk_holding_a_completion_chunk_
   // The size of the server's chunk for a one-token text (StreamChunks), within a few bytes.
   BOOST_TEST(c.size() > 140u);
   BOOST_TEST(c.size() < 200u);
+  // A model name that JSON must escape stays one string.
+  BOOST_TEST(completion_of(floor_chunk(1, "a\"b")).at("model") == "a\"b");
 }
 
 // The client takes the kernel's receive time over from the realtime clock to steady_clock with
