@@ -76,6 +76,12 @@ class EntryReader {
     if (require(key)) reader_.number(key, v, NumberRange{0, unbounded, /*lo_open=*/true});
     return static_cast<float>(v);
   }
+  // A required number in [0, 1] (fraction() excludes 0).
+  double unit_interval(std::string_view key) {
+    double v = 0;
+    if (require(key)) reader_.number(key, v, NumberRange{0, 1});
+    return v;
+  }
   double fraction(std::string_view key) {
     double v = 1;
     if (require(key)) reader_.number(key, v, NumberRange{0, 1, /*lo_open=*/true});
@@ -182,7 +188,12 @@ Hardware read_gpu(std::string key, EntryReader& r) {
   h.attention_flops = r.optional_positive("attention_tflops", tera, 0);
   h.prefill_attention_flops = r.optional_positive("prefill_attention_tflops", tera, 0);
   h.step_overhead = r.optional_positive("step_overhead_us", micro, 0);
-  h.memory_overlaps_compute = r.optional_bool("memory_overlaps_compute", true);
+  // The overlap as a fraction, or as the boolean that catalogues written before 2026-12-07 hold
+  // (true: the roofline, 1; false: the sum, 0).
+  const bool overlaps = r.optional_bool("memory_overlaps_compute", true);
+  h.memory_overlap = r.has("memory_compute_overlap") ? r.unit_interval("memory_compute_overlap") : overlaps ? 1.0 : 0.0;
+  if (r.has("memory_compute_overlap") && r.has("memory_overlaps_compute"))
+    r.fail("memory_overlaps_compute", "memory_overlaps_compute and memory_compute_overlap say the same: give one");
   r.finish();
   return h;
 }

@@ -45,10 +45,11 @@ struct Hardware {
   double attention_flops = 0;        // FLOP/s of decode attention (0: flops x compute_efficiency)
   double prefill_attention_flops = 0; // FLOP/s of prefill attention (0: as decode attention)
   double step_overhead = 0;          // s per step on the host, besides the kernels
-  // Whether a kernel's memory traffic overlaps its arithmetic: true (GPUs), a kernel takes the
-  // longer of the two (the roofline); false (the cpu backend, whose threads read a weight panel
-  // and then compute on it), their sum.
-  bool memory_overlaps_compute = true;
+  // How much of a kernel's memory traffic and arithmetic overlap: a kernel takes the longer of
+  // the two plus (1 - memory_overlap) x the shorter. 1 (GPUs): the roofline, the longer alone;
+  // 0: their sum; between, a partial overlap (the cpu backend, whose threads read a weight panel
+  // and compute on it while the hardware prefetcher streams the next, fitted by calibrate).
+  double memory_overlap = 1;
 };
 
 // Memory the serving runtime takes on every GPU besides the CUDA context.

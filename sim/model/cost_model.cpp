@@ -87,11 +87,12 @@ StepCost CostModel::step(const StepShape& s) const {
   const double ring_bandwidth = ring_across ? std::min(link, net_.bandwidth) : link;
   const double ring_latency = ring_across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
   // A kernel of `f` FLOPs at `rate` that moves `bytes`: the longer of its arithmetic and its
-  // memory traffic when they overlap (a GPU's roofline), their sum when they do not (the cpu
-  // backend).
+  // memory traffic, plus the part of the shorter that does not overlap it (none on a GPU's
+  // roofline; on the cpu backend a fitted share).
+  const double exposed = 1 - hw_.memory_overlap;
   auto kernel = [&](double rate, double f, double bytes) {
     const double compute_s = f / rate, memory_s = bytes / bandwidth;
-    return hw_.memory_overlaps_compute ? std::max(compute_s, memory_s) : compute_s + memory_s;
+    return std::max(compute_s, memory_s) + exposed * std::min(compute_s, memory_s);
   };
   const double decode_attention_flops = hw_.attention_flops > 0 ? hw_.attention_flops : flops;
   const double prefill_attention_flops =

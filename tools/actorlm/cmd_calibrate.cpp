@@ -45,6 +45,7 @@ nlohmann::json to_json(const bench::CalibrationFit& f) {
           {"kernel_launch_us", h.kernel_launch * 1e6},
           {"large_batch_gemm_rows", h.large_batch_rows},
           {"large_batch_gemm_tflops", h.large_batch_flops / 1e12},
+          {"memory_compute_overlap", h.memory_overlap},
           {"link_bandwidth_gbps", f.tp > 1 ? h.link_bandwidth / 1e9 : 0.0}};
 }
 

@@ -40,12 +40,23 @@ constexpr const char* param_names[param_count] = {
     "small_gemm_tflops", "fp16_tflops",      "gemm_dequant_gweights_per_s", "attention_tflops",
     "prefill_attention_tflops", "kernel_launch_us", "large_batch_gemm_tflops", "link_bandwidth_gbps"};
 
-// The GEMM regimes' row thresholds: below small_rows the few-row kernels (a property of the
-// kernels, kernels/cpu/model/matmul.hpp); from large_rows on (0: none) the large-batch rate, the
-// threshold the fit finds best among large_batch_candidates.
-struct RowThresholds {
+// What the fit holds fixed while it solves for the rates: the GEMM regimes' row thresholds (below
+// small_rows the few-row kernels, a property of the kernels, kernels/cpu/model/matmul.hpp; from
+// large_rows on (0: none) the large-batch rate, the threshold the fit finds best among
+// large_batch_candidates) and the share of the shorter of a kernel's memory and arithmetic times
+// that overlaps the longer (Hardware::memory_overlap, the best of overlap_candidates).
+struct ModelForm {
   std::uint32_t small_rows = 0, large_rows = 0;
+  double overlap = 0;
 };
+
+// The overlaps the fit tries: 0 (memory time adds to arithmetic), 0.05, ..., 1 (the roofline).
+// Measured on a 2-vCPU Zen 4 (run 56's calibration, 2026-12-07): with the sum, decode steps of 2
+// and 4 sequences came out 25-27 % slower than measured and those of 24-95 sequences 3-8 % faster,
+// one rate per row fitting neither: a decode step of 1 row costs about the weights' read plus
+// 0.4 row's arithmetic, each row up to 4 about 0.6 ms, and from 8 rows on about 1.0 ms, as when
+// part of the read hides under the arithmetic.
+constexpr int overlap_steps = 20;
 // Measured on a 2-vCPU Zen 4 (calibrate, prompts prefilled together): steps of 512 tokens on the
 // fp16 rate, of 1024 and 2048 tokens 6-9 % slower than it predicts. So the large-batch rate
 // starts above 512 rows, at a threshold the measurements choose.
@@ -72,24 +83,21 @@ std::vector<std::uint32_t> large_batch_candidates(const std::vector<CalibrationP
 }
 
 // Every rate free and every fixed cost zero: the cost model then charges nothing.
-sim::Hardware free_hardware(RowThresholds rows) {
+sim::Hardware free_hardware(ModelForm rows) {
   sim::Hardware h;
   h.memory_bytes = 1e18;
   h.bandwidth = h.flops = h.link_bandwidth = h.host_bandwidth = inf;
   h.small_gemm_rows = rows.small_rows;
   h.large_batch_rows = rows.large_rows;
   h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = h.large_batch_flops = inf;
-  // The cpu backend's threads read a weight panel, then compute on it: a kernel's memory time
-  // adds to its arithmetic (measured: a decode step of 1 row costs the weights' read time plus
-  // one row's arithmetic, and each further row adds the same). This also keeps the model linear
-  // in the fitted parameters once the memory time, known from the measured bandwidth, is set
-  // aside: fit and prediction then use the same model.
-  h.memory_overlaps_compute = false;
+  // With the memory traffic free (infinite bandwidth) the overlap changes nothing: a kernel costs
+  // its arithmetic, so the features below are linear in the rates' inverses whatever it is.
+  h.memory_overlap = rows.overlap;
   return h;
 }
 
 // The hardware whose cost model is theta . phi: rates are 1 / theta (free when theta is 0).
-sim::Hardware hardware_of(const std::array<double, param_count>& theta, RowThresholds rows) {
+sim::Hardware hardware_of(const std::array<double, param_count>& theta, ModelForm rows) {
   sim::Hardware h = free_hardware(rows);
   const auto rate = [](double t) { return t > 0 ? 1 / t : inf; };
   h.small_gemm_flops = rate(theta[small_gemm]);
@@ -105,7 +113,7 @@ sim::Hardware hardware_of(const std::array<double, param_count>& theta, RowThres
 
 // phi_k(shape): the cost model's seconds with parameter k at 1 (unit rate) and the rest free.
 std::array<double, param_count> features(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
-                                         RowThresholds rows, const sim::StepShape& shape) {
+                                         ModelForm rows, const sim::StepShape& shape) {
   std::array<double, param_count> phi{};
   const sim::Parallelism par{sim::ParallelKind::tensor, tp};
   for (std::size_t k = 0; k < param_count; ++k) {
@@ -278,34 +286,109 @@ class ShapeRunner {
   kv::SeqId seq_ = 0;
 };
 
-// The fit at given row thresholds.
-CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
-                      std::vector<CalibrationPoint> points, double read_bytes_per_s, RowThresholds rows) {
-  const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
-  // The part of each step the fit does not choose: its memory traffic at the measured bandwidth.
-  sim::Hardware memory_only = free_hardware(rows);
-  memory_only.bandwidth = memory_only.host_bandwidth = read_bytes_per_s / tp;
-  const sim::CostModel memory_model(m, memory_only, sim::Parallelism{sim::ParallelKind::tensor, tp}, block_size);
-  std::vector<std::vector<double>> a;
-  std::vector<double> b;
-  for (const auto& p : points) {
-    const auto shape = calibration_step_shape(p.shape, repeats);
-    const auto phi = features(m, tp, block_size, rows, shape);
-    std::vector<double> row(used);
-    for (std::size_t k = 0; k < used; ++k) row[k] = phi[k] / p.measured_s;  // relative error
-    a.push_back(std::move(row));
-    b.push_back(1.0 - memory_model.step_seconds(shape) / p.measured_s);
-  }
-  // Columns scaled to unit maximum (their rates span 15 orders of magnitude), unscaled after, so
-  // that the solver's normal equations stay well conditioned.
+// Non-negative least squares on relative errors: `a`'s rows are the features over the measured
+// time, `b` 1 less the fixed part over it. Columns scaled to unit maximum (their rates span 15
+// orders of magnitude), unscaled after, so that the solver's normal equations stay well
+// conditioned.
+std::array<double, param_count> solve_relative(std::vector<std::vector<double>> a, const std::vector<double>& b,
+                                               std::size_t used) {
   std::vector<double> scale(used, 0);
   for (const auto& row : a)
-    for (std::size_t k = 0; k < used; ++k) scale[k] = std::max(scale[k], row[k]);
+    for (std::size_t k = 0; k < used; ++k) scale[k] = std::max(scale[k], std::abs(row[k]));
   for (auto& row : a)
     for (std::size_t k = 0; k < used; ++k) row[k] = scale[k] > 0 ? row[k] / scale[k] : 0;
   const std::vector<double> x = non_negative_least_squares(a, b);
   std::array<double, param_count> theta{};
   for (std::size_t k = 0; k < used; ++k) theta[k] = scale[k] > 0 ? x[k] / scale[k] : 0;
+  return theta;
+}
+
+// The fit at a given form.
+// With the memory traffic adding to the arithmetic (overlap 0) the step time is linear in the
+// rates' inverses theta once the memory time, known from the measured bandwidth, is set aside:
+// one least-squares solve. With a partial overlap a kernel costs the longer of the two plus a
+// share of the shorter, linear in theta only piecewise (which side is longer); the fit then
+// solves again and again on the model's slopes at the current theta (Gauss-Newton: each slope
+// read off the cost model itself by a small step of one theta) until theta stops moving, from
+// the linear solution and from `start` (the fit at the next smaller overlap: near the roofline a
+// kernel's shorter side has almost no slope, and a start on the wrong side of it stays there),
+// keeping the best solution seen. `theta_out`: the rates' inverses found.
+CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
+                      std::vector<CalibrationPoint> points, double read_bytes_per_s, ModelForm rows,
+                      const std::array<double, param_count>* start, std::array<double, param_count>& theta_out) {
+  const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
+  const sim::Parallelism par{sim::ParallelKind::tensor, tp};
+  // The model's step time at theta, memory traffic included: what the simulator computes.
+  const auto predict = [&](const std::array<double, param_count>& th, const sim::StepShape& shape) {
+    sim::Hardware h = hardware_of(th, rows);
+    h.bandwidth = h.host_bandwidth = read_bytes_per_s / tp;
+    return sim::CostModel(m, h, par, block_size).step_seconds(shape);
+  };
+  std::vector<sim::StepShape> shapes;
+  std::vector<std::array<double, param_count>> unit;  // each point's features at unit rates
+  for (const auto& p : points) {
+    shapes.push_back(calibration_step_shape(p.shape, repeats));
+    unit.push_back(features(m, tp, block_size, rows, shapes.back()));
+  }
+  // The part of each step the fit does not choose: its memory traffic at the measured bandwidth.
+  std::vector<std::vector<double>> a;
+  std::vector<double> b;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    std::vector<double> row(used);
+    for (std::size_t k = 0; k < used; ++k) row[k] = unit[i][k] / points[i].measured_s;  // relative error
+    a.push_back(std::move(row));
+    b.push_back(1.0 - predict({}, shapes[i]) / points[i].measured_s);
+  }
+  std::array<double, param_count> theta = solve_relative(a, b, used);
+  if (rows.overlap > 0) {
+    const auto rms_at = [&](const std::array<double, param_count>& th) {
+      double sq = 0;
+      for (std::size_t i = 0; i < points.size(); ++i) sq += std::pow(predict(th, shapes[i]) / points[i].measured_s - 1, 2);
+      return sq;
+    };
+    // Each theta's step for the slopes: one that moves the most sensitive step by 1e-7 of its time.
+    std::array<double, param_count> step{};
+    for (std::size_t k = 0; k < used; ++k)
+      for (std::size_t i = 0; i < points.size(); ++i)
+        if (unit[i][k] > 0) step[k] = step[k] > 0 ? std::min(step[k], 1e-7 * points[i].measured_s / unit[i][k])
+                                                  : 1e-7 * points[i].measured_s / unit[i][k];
+    std::array<double, param_count> best = theta;
+    double best_sq = rms_at(theta);
+    // Gauss-Newton from `th` until it stops moving (30 steps at most).
+    const auto refine = [&](std::array<double, param_count> th) {
+      for (int iteration = 0; iteration < 30; ++iteration) {
+        for (std::size_t i = 0; i < points.size(); ++i) {
+          const double t0 = predict(th, shapes[i]);
+          double fixed = t0;
+          for (std::size_t k = 0; k < used; ++k) {
+            double slope = 0;
+            if (step[k] > 0) {
+              std::array<double, param_count> moved = th;
+              moved[k] += step[k];
+              slope = (predict(moved, shapes[i]) - t0) / step[k];
+            }
+            fixed -= slope * th[k];
+            a[i][k] = slope / points[i].measured_s;
+          }
+          b[i] = 1.0 - fixed / points[i].measured_s;
+        }
+        const std::array<double, param_count> next = solve_relative(a, b, used);
+        const double sq = rms_at(next);
+        if (sq < best_sq) {
+          best = next;
+          best_sq = sq;
+        }
+        bool moved = false;
+        for (std::size_t k = 0; k < used; ++k) moved = moved || std::abs(next[k] - th[k]) > 1e-9 * std::max(next[k], th[k]);
+        if (!moved) break;
+        th = next;
+      }
+    };
+    refine(theta);
+    if (start != nullptr) refine(*start);
+    theta = best;
+  }
+  theta_out = theta;
   if (theta[large_gemm] <= 0 && theta[small_gemm] <= 0)
     throw std::runtime_error("calibrate: the fit found every GEMM free: the measured times are not what the cost "
                              "model describes (a machine far too loaded?)");
@@ -377,10 +460,16 @@ CalibrationFit fit_calibration(const sim::ModelPreset& m, std::uint32_t tp, std:
                                double read_bytes_per_s) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   std::optional<CalibrationFit> best;
-  for (const std::uint32_t large_rows : large_batch_candidates(points)) {
-    CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large_rows});
-    if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
-  }
+  const std::vector<std::uint32_t> large = large_batch_candidates(points);
+  // Per threshold, the rates found at the last overlap: where the next overlap's fit starts too.
+  std::vector<std::array<double, param_count>> last(large.size());
+  for (int o = 0; o <= overlap_steps; ++o)
+    for (std::size_t i = 0; i < large.size(); ++i) {
+      const double overlap = double(o) / overlap_steps;
+      CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large[i], overlap},
+                                o > 0 ? &last[i] : nullptr, last[i]);
+      if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
+    }
   return std::move(*best);
 }
 
@@ -746,7 +835,9 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     t += "compute_efficiency = 1\nmemory_efficiency = 1\nlink_efficiency = 1\n";
     t += fmt::format("kernel_launch_us = {}        # fitted: per operator\n", fixed_g(h.kernel_launch * 1e6));
     t += "cuda_context_mib = 0\n";
-    t += "memory_overlaps_compute = false  # a kernel's memory time adds to its arithmetic on this CPU\n";
+    t += fmt::format("memory_compute_overlap = {}   # fitted: the share of the shorter of a kernel's memory and "
+                     "arithmetic times hidden under the longer (0: their sum, 1: the longer alone)\n",
+                     fixed_g(h.memory_overlap));
     if (h.step_overhead > 0)
       t += fmt::format("step_overhead_us = {}        # measured: the engine's own time per step\n",
                        fixed_g(h.step_overhead * 1e6));

@@ -11,11 +11,11 @@
 // one untimed step, then `repeats` steps (a decode sequence's context grows by one per step);
 // its time is the median over passes of each pass's median.
 //
-// Fitting: with the memory roofline set aside, the cost model's step time is linear in the
-// inverses of its compute rates and in its per-kernel cost: t = sum_k theta_k phi_k(shape), each
-// phi_k read off the cost model itself (every parameter but one set to a free value), so the fit
-// cannot drift from what the simulator computes. Non-negative least squares on relative errors
-// gives the thetas:
+// Fitting: with the memory time set aside and no overlap, the cost model's step time is linear in
+// the inverses of its compute rates and in its per-kernel cost: t = sum_k theta_k phi_k(shape),
+// each phi_k read off the cost model itself (every parameter but one set to a free value), so the
+// fit cannot drift from what the simulator computes. Non-negative least squares on relative errors
+// gives the thetas (with a partial overlap, repeated on the model's slopes, Gauss-Newton):
 //   small_gemm_tflops   GEMMs below small_gemm_rows rows (kernels/cpu/model/matmul.hpp:
 //                       default_panel_min_rows, where F16 / BF16 weights go from the kernels to
 //                       sgemm; integer weights take the same kernels on both sides, so for them
@@ -29,8 +29,10 @@
 //                       the threshold chosen among the step sizes above 512 tokens of the
 //                       grid's multi-prompt shapes as the one whose fit is best
 //   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
-// Not fitted: the memory bandwidth is measured (a read benchmark on the same threads), and
-// memory time adds to arithmetic on the cpu (memory_overlaps_compute = false); the engine's own
+//   memory_compute_overlap  the share of the shorter of a kernel's memory and arithmetic times
+//                       hidden under the longer, chosen among 0, 0.05, ..., 1 as the one whose
+//                       fit is best (with the large-batch threshold: every pair is fitted)
+// Not fitted: the memory bandwidth is measured (a read benchmark on the same threads); the engine's own
 // time per step is measured through an in-process engine (step_overhead_us); a per-all-reduce
 // latency is constant per step as the per-kernel count nearly is, so the grid cannot tell it
 // from kernel_launch, which carries it (link_latency_us is written as 0).
@@ -130,8 +132,9 @@ sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t rep
 
 // The cost model fitted to measured points, as run_calibration fits its measurements: at every
 // candidate large_batch_gemm_rows (none, and each distinct step size from 513 tokens on of the
-// points that prefill several prompts together), the one whose fit predicts the points best
-// (least rms relative error); small_gemm_rows is default_panel_min_rows (0 when the few-row rate
+// points that prefill several prompts together) and memory overlap (0, 0.05, ..., 1), the pair
+// whose fit predicts the points best (least rms relative error; the smaller overlap and threshold
+// on a tie); small_gemm_rows is default_panel_min_rows (0 when the few-row rate
 // is dropped). `read_bytes_per_s`: the measured read bandwidth of all ranks; `repeats`: the timed
 // steps per shape (a decode sequence's context grows by one per step). Throws
 // std::runtime_error when a candidate's fit finds every GEMM free. The result's hardware has no

@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(leaves_every_optional_term_at_zero_when_its_key_is_absent) 
       BOOST_TEST(h.large_batch_rows == 0u, h.key);
       BOOST_TEST(h.large_batch_flops == 0, h.key);
       BOOST_TEST(h.step_overhead == 0, h.key);
-      BOOST_TEST(h.memory_overlaps_compute, h.key);  // GPUs: the roofline
+      BOOST_TEST(h.memory_overlap == 1, h.key);  // GPUs: the roofline
     }
     BOOST_TEST_REQUIRE(!c.all_models().empty());
     for (const ModelPreset& m : c.all_models())  // the cpu backend's quantized file aside (below)
@@ -275,7 +275,7 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
       "large_batch_gemm_rows = 1024\n"
       "large_batch_gemm_tflops = 0.5\n"
       "step_overhead_us = 40\n"
-      "memory_overlaps_compute = false\n");
+      "memory_compute_overlap = 0.6\n");
   const std::string models = std::string(good_models) + "bytes_per_weight = 0.5625\n";
   const Catalogue c = Catalogue::parse(hardware, "hw.toml", models, "m.toml");
   const Hardware& h = c.hardware("x");
@@ -287,7 +287,7 @@ BOOST_AUTO_TEST_CASE(reads_the_optional_terms_in_their_units) {
   BOOST_TEST(h.large_batch_rows == 1024u);
   BOOST_TEST(h.large_batch_flops == 0.5e12, tt::tolerance(1e-12));
   BOOST_TEST(h.step_overhead == 40e-6, tt::tolerance(1e-12));            // us -> s
-  BOOST_TEST(!h.memory_overlaps_compute);
+  BOOST_TEST(h.memory_overlap == 0.6);
   BOOST_TEST(c.model("tiny").weight_bytes == 0.5625);                    // bytes, as written
   BOOST_TEST(h.flops == 10e12, tt::tolerance(1e-12));                    // the required keys as before
 }
@@ -321,6 +321,19 @@ BOOST_AUTO_TEST_CASE(reports_a_bad_value_of_the_small_gemm_pair_once_and_not_as_
   }
 }
 
+BOOST_AUTO_TEST_CASE(reads_the_older_boolean_overlap_as_the_roofline_or_the_sum_and_refuses_it_beside_the_fraction) {
+  // Catalogues that calibrate wrote before 2026-12-07 say memory_overlaps_compute = false.
+  BOOST_TEST(Catalogue::parse(hardware_with("memory_overlaps_compute = false\n"), "hw.toml", good_models, "m.toml")
+                 .hardware("x").memory_overlap == 0);
+  BOOST_TEST(Catalogue::parse(hardware_with("memory_overlaps_compute = true\n"), "hw.toml", good_models, "m.toml")
+                 .hardware("x").memory_overlap == 1);
+  BOOST_TEST(Catalogue::parse(hardware_with("memory_compute_overlap = 0\n"), "hw.toml", good_models, "m.toml")
+                 .hardware("x").memory_overlap == 0);
+  BOOST_TEST(error_of(hardware_with("memory_overlaps_compute = false\nmemory_compute_overlap = 0.5\n"), good_models) ==
+             "hw.toml:19:27: gpu.x.memory_overlaps_compute: memory_overlaps_compute and memory_compute_overlap say "
+             "the same: give one");
+}
+
 BOOST_AUTO_TEST_CASE(range_checks_the_optional_keys_like_the_required_ones) {
   BOOST_TEST(error_of(hardware_with("step_overhead_us = 0\n"), good_models) ==
              "hw.toml:19:20: gpu.x.step_overhead_us: expected a number > 0, found 0");
@@ -328,6 +341,8 @@ BOOST_AUTO_TEST_CASE(range_checks_the_optional_keys_like_the_required_ones) {
              "m.toml:22:20: model.tiny.bytes_per_weight: expected a number > 0, found -1");
   BOOST_TEST(error_of(hardware_with("memory_overlaps_compute = 0\n"), good_models) ==
              "hw.toml:19:27: gpu.x.memory_overlaps_compute: expected a boolean (true or false), found an integer (0)");
+  BOOST_TEST(error_of(hardware_with("memory_compute_overlap = 1.5\n"), good_models) ==
+             "hw.toml:19:26: gpu.x.memory_compute_overlap: expected a number in [0, 1], found 1.5");
   const std::string what = error_of(hardware_with("attention_tflop = 1\n"), good_models);
   BOOST_TEST(what.find("hw.toml:19:1: gpu.x.attention_tflop:") != std::string::npos, what);  // a typo is unknown
 }

@@ -372,12 +372,36 @@ BOOST_AUTO_TEST_CASE(without_optional_terms_a_tiny_decode_step_is_the_roofline_w
   BOOST_TEST(c[Op::host] == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_partial_overlap_adds_the_unhidden_share_of_the_shorter_side_to_the_longer) {
+  // decode8's GEMMs are memory-bound at 5e11 FLOP/s (their arithmetic the shorter side) and
+  // compute-bound on few-row kernels at 1e9 FLOP/s (their memory traffic the shorter side).
+  Hardware hw = tiny_hardware();
+  const auto tol = tt::tolerance(1e-12);
+  for (const double overlap : {0.0, 0.25, 0.6, 1.0}) {
+    hw.memory_overlap = overlap;
+    hw.small_gemm_rows = 0;
+    const StepCost c = tiny_step(hw, decode_batch(8, 100));
+    BOOST_TEST(c[Op::qkv] == decode8::qkv + (1 - overlap) * 2 * (2 * 8 * 8192) / 5e11, tol);
+    BOOST_TEST(c[Op::lm_head] == decode8::lm_head + (1 - overlap) * (2 * 8 * 6400) / 5e11, tol);
+    hw.small_gemm_rows = 9;
+    hw.small_gemm_flops = 1e9;
+    const StepCost few = tiny_step(hw, decode_batch(8, 100));
+    BOOST_TEST(few[Op::qkv] == decode8::few_qkv + (1 - overlap) * decode8::qkv, tol);
+    BOOST_TEST(few[Op::ffn_up] == decode8::few_up + (1 - overlap) * decode8::up, tol);
+    // Between the roofline (1) and the sum (0), a step's time falls as the overlap grows.
+    if (overlap > 0) {
+      hw.memory_overlap = overlap / 2;
+      BOOST_TEST(tiny_step(hw, decode_batch(8, 100)).seconds > few.seconds);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(without_overlap_a_kernel_takes_its_arithmetic_plus_its_memory_traffic) {
   // The cpu backend's kernels read, then compute: each GEMM and the attention cost the compute
   // side of the roofline (5e11 FLOP/s, 2 layers) plus its memory side (decode8, at 5e10 B/s).
   Hardware hw = tiny_hardware();
   const StepCost base = tiny_step(hw, decode_batch(8, 100));
-  hw.memory_overlaps_compute = false;
+  hw.memory_overlap = 0;
   const auto tol = tt::tolerance(1e-12);
   const StepCost c = tiny_step(hw, decode_batch(8, 100));
   BOOST_TEST(c[Op::qkv] == 2 * (2 * 8 * 8192) / 5e11 + decode8::qkv, tol);

@@ -163,24 +163,26 @@ namespace {
 
 // Step times that a known machine gives on the default grid, by the cost model itself: few-row
 // GEMMs faster below 96 rows (the kernels' threshold), large batches slower from `large_rows`
-// rows, no dequantizing pass; and the fit of them.
+// rows, no dequantizing pass, `overlap` of memory and arithmetic; and the fit of them.
 struct PlantedFit {
   sim::Hardware truth;
   CalibrationFit fit;
 };
-PlantedFit planted_fit(std::uint32_t large_rows) {
+PlantedFit planted_fit(std::uint32_t large_rows, double overlap = 0) {
   const sim::ModelPreset model = sim::Catalogue::builtin().model("smollm2-135m-instruct-q4_1");
   const double bandwidth = 20e9;
   sim::Hardware h;
   h.memory_bytes = 1e18;
   h.bandwidth = h.host_bandwidth = h.link_bandwidth = bandwidth;
-  h.memory_overlaps_compute = false;
+  h.memory_overlap = overlap;
   h.small_gemm_rows = 96;
   h.small_gemm_flops = 0.50e12;
   h.flops = 0.35e12;
   h.large_batch_rows = large_rows;
   h.large_batch_flops = 0.25e12;
-  h.attention_flops = 0.06e12;
+  // Decode attention compute-bound (at 0.06e12 its arithmetic would equal its KV read to the
+  // last bit, so that on the roofline its rate could be anything from there up).
+  h.attention_flops = 0.04e12;
   h.prefill_attention_flops = 0.10e12;
   h.kernel_launch = 1.5e-6;
   const sim::CostModel truth(model, h, sim::Parallelism{sim::ParallelKind::tensor, 1}, 16);
@@ -195,6 +197,17 @@ PlantedFit planted_fit(std::uint32_t large_rows) {
   return {h, fit_calibration(model, 1, 16, repeats, points, bandwidth)};
 }
 
+// The fitted rates are the planted ones, within 1e-6 (relative).
+void check_planted_rates(const sim::Hardware& planted, const sim::Hardware& fitted) {
+  const auto close = [](double got, double want) { return std::abs(got / want - 1) < 1e-6; };
+  BOOST_TEST(close(fitted.small_gemm_flops, planted.small_gemm_flops), fitted.small_gemm_flops);
+  BOOST_TEST(close(fitted.flops, planted.flops), fitted.flops);
+  BOOST_TEST(close(fitted.large_batch_flops, planted.large_batch_flops), fitted.large_batch_flops);
+  BOOST_TEST(close(fitted.attention_flops, planted.attention_flops), fitted.attention_flops);
+  BOOST_TEST(close(fitted.prefill_attention_flops, planted.prefill_attention_flops), fitted.prefill_attention_flops);
+  BOOST_TEST(close(fitted.kernel_launch, planted.kernel_launch), fitted.kernel_launch);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_times_the_cost_model_made) {
@@ -204,13 +217,20 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_ti
     BOOST_TEST(f.hardware.small_gemm_rows == 96u);
     BOOST_TEST(f.hardware.large_batch_rows == rows);
     BOOST_TEST(f.rms_relative_error < 1e-9);
-    const auto close = [](double got, double want) { return std::abs(got / want - 1) < 1e-6; };
-    BOOST_TEST(close(f.hardware.small_gemm_flops, h.small_gemm_flops), f.hardware.small_gemm_flops);
-    BOOST_TEST(close(f.hardware.flops, h.flops), f.hardware.flops);
-    BOOST_TEST(close(f.hardware.large_batch_flops, h.large_batch_flops), f.hardware.large_batch_flops);
-    BOOST_TEST(close(f.hardware.attention_flops, h.attention_flops), f.hardware.attention_flops);
-    BOOST_TEST(close(f.hardware.prefill_attention_flops, h.prefill_attention_flops), f.hardware.prefill_attention_flops);
-    BOOST_TEST(close(f.hardware.kernel_launch, h.kernel_launch), f.hardware.kernel_launch);
+    check_planted_rates(h, f.hardware);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_fit_finds_a_partial_overlap_of_memory_and_arithmetic_and_the_rates_beside_it) {
+  // Overlaps on the fit's steps of 0.05, among them the roofline (1); 0 is the test above.
+  for (const double overlap : {0.35, 0.6, 1.0}) {
+    const auto [h, f] = planted_fit(1024, overlap);
+    BOOST_TEST_CONTEXT("overlap " << overlap) {
+      BOOST_TEST(f.hardware.memory_overlap == overlap, tt::tolerance(1e-12));
+      BOOST_TEST(f.hardware.large_batch_rows == 1024u);
+      BOOST_TEST(f.rms_relative_error < 1e-9);
+      check_planted_rates(h, f.hardware);
+    }
   }
 }
 
@@ -271,7 +291,9 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   // grid's predictions are of the shards alone, so without it.
   BOOST_TEST(fit.hardware.step_overhead > 0);
   BOOST_TEST(fit.hardware.step_overhead < 0.1);  // seconds: far below any step of the grid
-  BOOST_TEST(!fit.hardware.memory_overlaps_compute);  // the cpu backend reads, then computes
+  // One of the overlaps the fit tries: 0, 0.05, ..., 1.
+  BOOST_TEST(std::abs(fit.hardware.memory_overlap * 20 - std::round(fit.hardware.memory_overlap * 20)) < 1e-9);
+  BOOST_TEST((fit.hardware.memory_overlap >= 0 && fit.hardware.memory_overlap <= 1));
   BOOST_TEST(std::isfinite(fit.pass_drift));
   // How far the passes spread: the median over the shapes of each one's (max - min) / median
   // (for an even count the upper of the middle two, as calibrate's other medians).
@@ -330,7 +352,7 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   BOOST_TEST(got.attention_flops == want.attention_flops, close);
   BOOST_TEST(got.prefill_attention_flops == want.prefill_attention_flops, close);
   BOOST_TEST(got.step_overhead == want.step_overhead, close);
-  BOOST_TEST(got.memory_overlaps_compute == want.memory_overlaps_compute);
+  BOOST_TEST(got.memory_overlap == want.memory_overlap, tt::tolerance(1e-12));
 }
 
 BOOST_AUTO_TEST_CASE(a_single_pass_calibration_never_runs_the_callers_work_and_still_measures_the_overhead_three_times) {
