@@ -5,6 +5,7 @@
 # fidelity --quick` runs its whole path (calibrate, a real `actorlm serve` on the cpu backend
 # driven by the load client, the same case simulated) and ends with the JSON line of figures.
 # This proves the path, not the accuracy: the figures are benchmarks (a loaded machine moves them).
+# Then `bench fidelity --resimulate` on the saved run reproduces its figures exactly.
 # Calibrate takes the median of 3 passes: with 1, a burst of load from the tests beside it made
 # the fit find every GEMM free (seen under the full suite).
 # CALIBRATE_SMOKE_TP=1 (the sanitizer build's setting) leaves TP 3 out: under the sanitizers its
@@ -122,4 +123,29 @@ assert m["client_cpu_us_per_token"] >= 0 and m["idle_s"] >= 0, c
 assert s["idle_s"] < 1e-3, c  # the simulated closed-loop clients resubmit at once: no step-free time
 PY
 [[ -s "$tmp/fid/hardware.toml" && -s "$tmp/fid/serve-1.log" ]] || fail "no calibration or server log under --out"
+
+# The saved run simulated again, measuring nothing: its calibration's saved measurements refitted
+# by this same build give the same catalogue, so the same simulation and every figure to the bit.
+"$actorlm" bench fidelity --resimulate "$tmp/fid" --out "$tmp/re" >"$tmp/re.out" 2>"$tmp/re.err" \
+  || fail "bench fidelity --resimulate exited $?: $(tail -5 "$tmp/re.err")"
+grep -q "refitted by this build" "$tmp/re.err" || fail "--resimulate did not refit: $(cat "$tmp/re.err")"
+python3 - "$tmp/fid/fidelity.json" "$tmp/re/fidelity.json" "$tmp/fid.out" "$tmp/re.out" <<'PY' || fail "--resimulate"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["summary"] == b["summary"], (a["summary"], b["summary"])
+assert a["cases"] == b["cases"], (a["cases"], b["cases"])
+assert a["options"] == b["options"] and a["calibration"] == b["calibration"], "options or calibration"
+# The calibration's measurements are kept: the quick grid's 10 shapes, 3 passes each.
+points = a["calibration"]["points"]
+assert len(points) == 10 and all(len(p["passes_s"]) == 3 for p in points), points
+assert open(sys.argv[3]).read().splitlines()[-1] == open(sys.argv[4]).read().splitlines()[-1]
+PY
+# The catalogues' values alike (their comments name where each came from).
+diff <(grep -v '^#' "$tmp/fid/hardware.toml") <(grep -v '^#' "$tmp/re/hardware.toml") >"$tmp/hw.diff" \
+  || fail "the refitted catalogue differs: $(head -20 "$tmp/hw.diff")"
+# The run's own directory is its record: not overwritten.
+if "$actorlm" bench fidelity --resimulate "$tmp/fid" --out "$tmp/fid" >/dev/null 2>"$tmp/same.err"; then
+  fail "--resimulate wrote over the run it read"
+fi
+grep -q "is the run being re-simulated" "$tmp/same.err" || fail "no reason given: $(cat "$tmp/same.err")"
 echo "calibrate and bench fidelity: ok"

@@ -3,6 +3,8 @@
 // the figures (mean and max |relative error| of throughput and p90 E2E, as fractions).
 #include "tools/actorlm/commands.hpp"
 #include "tools/bench/fidelity.hpp"
+#include "tools/bench/fidelity_json.hpp"
+#include "tools/bench/fidelity_resimulate.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -17,19 +20,6 @@
 namespace actorlm::tools {
 
 namespace {
-
-nlohmann::json metrics_json(const bench::FidelityMetrics& m) {
-  nlohmann::json j = {{"throughput", m.throughput}, {"ttft_p50", m.ttft_p50}, {"ttft_p90", m.ttft_p90},
-                      {"e2e_p50", m.e2e_p50},       {"e2e_p90", m.e2e_p90},   {"completed", m.completed}};
-  if (m.steps > 0) {
-    j["steps"] = m.steps;
-    j["step_ms"] = 1e3 * m.step_s;
-    j["idle_s"] = m.idle_s;
-  }
-  if (m.serving_step_overhead >= 0) j["engine_own_us_per_step"] = 1e6 * m.serving_step_overhead;
-  if (m.client_cpu_per_token >= 0) j["client_cpu_us_per_token"] = 1e6 * m.client_cpu_per_token;
-  return j;
-}
 
 std::string percent(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 
@@ -48,10 +38,10 @@ std::string twin_floor_line(const bench::FidelityReport& r) {
                      beyond ? ": above the goal, which this run cannot show whatever the model" : "");
 }
 
-int run(bench::FidelityOptions o, const std::string& out_dir) {
-  o.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
-  if (!out_dir.empty()) o.work_dir = out_dir;
-  const bench::FidelityReport r = bench::run_fidelity(o);
+// Prints the report (the table, the figures, where the time went, the JSON line last) and, with
+// `out_dir`, writes fidelity.json and fidelity.txt there.
+void print_report(const bench::FidelityReport& r, const bench::FidelityOptions& o, const std::string& out_dir,
+                  const std::string& heading) {
   using M = bench::FidelityMetrics;
   std::string table = fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", "workload",
                                   "regime", "clients", "tok/s meas/sim err", "TTFT p50 s", "TTFT p90 s", "E2E p50 s",
@@ -60,7 +50,6 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
   // the server's counters could not be read).
   std::string steps = fmt::format("{:<18} {:<10} {:>7} | {:>13} | {:>21} | {:>15} | {:>10} | {:>12}\n", "workload",
                                   "regime", "clients", "steps", "ms per step", "idle s", "engine own", "client CPU");
-  nlohmann::json cases = nlohmann::json::array();
   for (const auto& c : r.cases) {
     const auto& m = c.measured;
     const auto& s = c.simulated;
@@ -81,24 +70,8 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
     table += fmt::format("{:<18} {:<10} {:>7} | {:>21} | {:>21} | {:>21} | {:>21} | {:>21}\n", c.c.workload,
                          config::to_string(c.c.regime), c.c.clients, cell(&M::throughput, 1), cell(&M::ttft_p50, 3),
                          cell(&M::ttft_p90, 3), cell(&M::e2e_p50, 3), cell(&M::e2e_p90, 3));
-    cases.push_back({{"workload", c.c.workload},
-                     {"regime", config::to_string(c.c.regime)},
-                     {"clients", c.c.clients},
-                     {"requests", c.c.spec.requests},
-                     {"measured", metrics_json(c.measured)},
-                     {"rounds", [&] {
-                        nlohmann::json a = nlohmann::json::array();
-                        for (const auto& m : c.rounds) a.push_back(metrics_json(m));
-                        return a;
-                      }()},
-                     {"simulated", metrics_json(c.simulated)},
-                     {"simulated_uncorrected", metrics_json(c.simulated_uncorrected)},
-                     {"slowdown", c.slowdown},
-                     {"error_throughput", c.error(&M::throughput)},
-                     {"error_p90_ttft", c.error(&M::ttft_p90)},
-                     {"error_p90_e2e", c.error(&M::e2e_p90)}});
   }
-  std::cout << "simulated on " << r.hardware_key << " (calibrated on this machine), measured through actorlm serve\n"
+  std::cout << heading << "\n"
             << table
             << fmt::format("mean |error|: throughput {:.1f} %, p90 E2E {:.1f} %, p90 TTFT {:.1f} %; max: {:.1f} %, "
                            "{:.1f} %, {:.1f} %\n",
@@ -131,37 +104,45 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
             << "where the time went (measured / simulated: steps, mean step time, time with no step running; measured: "
                "the engine's own time per step, the load client's CPU per output token):\n"
             << steps;
-  const nlohmann::json j = {{"bench", "fidelity"},
-                            {"hardware", r.hardware_key},
-                            {"cases", r.cases.size()},
-                            {"mean_abs_error_throughput", r.mean_abs_error_throughput},
-                            {"mean_abs_error_p90_e2e", r.mean_abs_error_p90_e2e},
-                            {"max_abs_error_throughput", r.max_abs_error_throughput},
-                            {"max_abs_error_p90_e2e", r.max_abs_error_p90_e2e},
-                            {"mean_abs_error_p90_ttft", r.mean_abs_error_p90_ttft},
-                            {"max_abs_error_p90_ttft", r.max_abs_error_p90_ttft},
-                            {"machine_drift", r.machine_drift},
-                            {"calibration_interleaved", r.interleaved},
-                            {"calibration_pass_spread", r.calibration_pass_spread},
-                            {"drift_corrected", r.drift_corrected},
-                            {"slowdown_min", r.slowdown_min},
-                            {"slowdown_max", r.slowdown_max},
-                            {"mean_abs_error_throughput_uncorrected", r.mean_abs_error_throughput_uncorrected},
-                            {"mean_abs_error_p90_e2e_uncorrected", r.mean_abs_error_p90_e2e_uncorrected},
-                            {"max_abs_error_throughput_uncorrected", r.max_abs_error_throughput_uncorrected},
-                            {"max_abs_error_p90_e2e_uncorrected", r.max_abs_error_p90_e2e_uncorrected},
-                            {"serving_step_overhead_us", 1e6 * r.serving_step_overhead},
-                            {"calibrated_step_overhead_us", 1e6 * r.calibrated_step_overhead},
-                            {"twin_pairs", r.twin_pairs},
-                            {"floor_mean_abs_error_throughput", r.floor_mean_abs_error_throughput},
-                            {"floor_max_abs_error_throughput", r.floor_max_abs_error_throughput},
-                            {"floor_mean_abs_error_p90_e2e", r.floor_mean_abs_error_p90_e2e},
-                            {"floor_max_abs_error_p90_e2e", r.floor_max_abs_error_p90_e2e}};
+  const nlohmann::json j = bench::fidelity_summary_json(r);
   if (!out_dir.empty()) {
-    std::ofstream(out_dir + "/fidelity.json") << nlohmann::json{{"summary", j}, {"cases", cases}}.dump(2) << "\n";
+    std::ofstream(out_dir + "/fidelity.json") << bench::fidelity_json(r, o).dump(2) << "\n";
     std::ofstream(out_dir + "/fidelity.txt") << table << "\n" << steps;
   }
   std::cout << j.dump() << std::endl;
+}
+
+int run(bench::FidelityOptions o, const std::string& out_dir) {
+  o.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
+  if (!out_dir.empty()) o.work_dir = out_dir;
+  const bench::FidelityReport r = bench::run_fidelity(o);
+  print_report(r, o, out_dir,
+               "simulated on " + r.hardware_key + " (calibrated on this machine), measured through actorlm serve");
+  return 0;
+}
+
+// --resimulate: the saved run's cases simulated again; with --out, its files written there (a
+// directory of their own: DIR's are the run's record).
+int resimulate(const std::string& dir, const bench::FidelityOptions& given, const std::string& out_dir) {
+  bench::ResimulateOptions ro;
+  ro.dir = dir;
+  ro.hardware_catalogue = given.hardware_catalogue;
+  ro.hardware_key = given.hardware_key;
+  ro.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
+  if (!out_dir.empty() && std::filesystem::exists(out_dir) &&
+      std::filesystem::equivalent(std::filesystem::path(out_dir), std::filesystem::path(dir))) {
+    spdlog::error("bench fidelity: --out {} is the run being re-simulated; its record stays as it is: give another "
+                  "directory", out_dir);
+    return 1;
+  }
+  const bench::Resimulation re = bench::resimulate_fidelity(ro);
+  if (!out_dir.empty()) {
+    std::filesystem::create_directories(out_dir);
+    std::ofstream(out_dir + "/hardware.toml") << re.report.calibration_toml;
+  }
+  print_report(re.report, re.options, out_dir,
+               "re-simulated the measurements of " + dir + " on " + re.hardware_source +
+                   "; measured then through actorlm serve, nothing measured now");
   return 0;
 }
 
@@ -177,31 +158,40 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
       "the passes of a calibration of the cost model (cpu backend, TP 1), simulate the same config and workload on "
       "the calibrated hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their "
       "relative errors, then where each case's time went (steps, their mean time, time with no step running)");
-  cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
-  cmd->add_option("--hardware", o->hardware_catalogue, "A catalogue written by `actorlm calibrate` (skips calibrating)");
+  auto* model = cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
+  cmd->add_option("--hardware", o->hardware_catalogue,
+                  "A catalogue written by `actorlm calibrate` (skips calibrating; with --resimulate, simulates on it)");
   cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");
-  cmd->add_option("--max-num-seqs", o->max_num_seqs, "The full batch; the low load is a quarter of it")
+  auto* seqs = cmd->add_option("--max-num-seqs", o->max_num_seqs, "The full batch; the low load is a quarter of it")
       ->capture_default_str()->check(CLI::Range(4u, 256u));
-  cmd->add_option("--kv-blocks", o->kv_blocks,
+  auto* blocks = cmd->add_option("--kv-blocks", o->kv_blocks,
                   "KV blocks of both runs (cache.num_gpu_blocks_override); at least 140: the mix's longest "
                   "prompt (1,024 tokens) asking for max_tokens 1,024, beside the 1 % watermark")
       ->capture_default_str()->check(CLI::Range(140u, 1u << 20));
-  cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
-  cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median (with the "
+  auto* seed = cmd->add_option("--seed", o->seed, "Workload and prompt seed")->capture_default_str();
+  auto* rounds = cmd->add_option("--rounds", o->rounds, "Measurements of every case, in rounds over all cases; each figure is their median (with the "
                   "passes interleaved, the calibration then makes a pass between each two rounds: rounds + 1 "
                   "passes, 3 at least, 2 with --quick)")
       ->capture_default_str()->check(CLI::Range(1u, 20u));
   cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
-  cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
-  cmd->add_flag("!--no-interleave", o->interleave,
+  auto* quick = cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
+  auto* no_interleave = cmd->add_flag("!--no-interleave", o->interleave,
                 "Calibrate first, every pass before the cases (by default the passes run before, between and after "
                 "them, so that their medians describe the machine over the run)");
-  cmd->add_flag("--drift-correction", o->drift_correction,
+  auto* drift = cmd->add_flag("--drift-correction", o->drift_correction,
                 "A speed probe after every measured case, and each case simulated on the calibration slowed by the "
                 "machine's drift at its time (the uncorrected errors beside)");
-  cmd->callback([o, out, &exit_code] {
+  auto resimulate_dir = std::make_shared<std::string>();
+  cmd->add_option("--resimulate", *resimulate_dir,
+                  "Measure nothing: simulate again the cases an earlier run measured (its --out DIR), on its "
+                  "calibration refitted by this build (or --hardware's catalogue), and print the same report; "
+                  "--out then names a new directory for its files")
+      ->check(CLI::ExistingDirectory)
+      ->excludes(model)->excludes(seqs)->excludes(blocks)->excludes(seed)->excludes(rounds)->excludes(quick)
+      ->excludes(no_interleave)->excludes(drift);
+  cmd->callback([o, out, resimulate_dir, &exit_code] {
     try {
-      exit_code = run(*o, *out);
+      exit_code = resimulate_dir->empty() ? run(*o, *out) : resimulate(*resimulate_dir, *o, *out);
     } catch (const std::exception& e) {
       spdlog::error("bench fidelity: {}", e.what());
       exit_code = 1;

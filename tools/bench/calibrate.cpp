@@ -654,6 +654,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
       CalibrationPoint p;
       p.shape = grid[i];
       p.measured_s = pick(per_pass[i]);
+      p.pass_s = per_pass[i];
       const auto [lo, hi] = std::minmax_element(per_pass[i].begin(), per_pass[i].end());
       p.spread = p.measured_s > 0 ? (*hi - *lo) / p.measured_s : 0;
       points.push_back(std::move(p));

@@ -61,6 +61,7 @@ struct CalibrationPoint {
   CalibrationShape shape;
   double measured_s = 0;   // median step time
   double spread = 0;       // (max - min) / median of the passes' medians
+  std::vector<double> pass_s;  // each pass's median step time, in pass order (empty: not kept)
   double predicted_s = 0;  // the fitted cost model
   std::string bound;       // the operator that costs most in the prediction
 };

@@ -38,8 +38,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* sim_model_preset = "smollm2-135m-instruct-q4_1";
-
 // A loopback port that was free a moment ago (the server binds it right after).
 std::uint16_t free_port() {
   const int s = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -131,30 +129,6 @@ FidelityMetrics metrics_of(const sim::Summary& s) {
   return m;
 }
 
-// Each figure's median over rounds (the mean of the middle two for an even count); the step
-// figures over the rounds whose counters were read (steps > 0), as they were when none was.
-FidelityMetrics median_of(const std::vector<FidelityMetrics>& rounds) {
-  const auto mid = [](const std::vector<FidelityMetrics>& rs, double FidelityMetrics::*m) {
-    std::vector<double> v;
-    for (const auto& r : rs) v.push_back(r.*m);
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  };
-  FidelityMetrics out = rounds.front();
-  for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
-                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::client_cpu_per_token})
-    out.*m = mid(rounds, m);
-  std::vector<FidelityMetrics> read;
-  for (const auto& r : rounds)
-    if (r.steps > 0) read.push_back(r);
-  if (!read.empty())
-    for (auto m : {&FidelityMetrics::steps, &FidelityMetrics::step_s, &FidelityMetrics::idle_s,
-                   &FidelityMetrics::serving_step_overhead})
-      out.*m = mid(read, m);
-  return out;
-}
-
 // The server's step counters so far (GET /metrics): steps, their wall time, the shards' part.
 struct StepCounters {
   double steps = 0, step_s = 0, shard_s = 0;
@@ -215,6 +189,29 @@ void wait_ready(ServerProcess& server, const ServerUrl& url) {
 }
 
 }  // namespace
+
+FidelityMetrics median_over_rounds(const std::vector<FidelityMetrics>& rounds) {
+  if (rounds.empty()) throw std::invalid_argument("fidelity: a case with no measured round");
+  const auto mid = [](const std::vector<FidelityMetrics>& rs, double FidelityMetrics::*m) {
+    std::vector<double> v;
+    for (const auto& r : rs) v.push_back(r.*m);
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  FidelityMetrics out = rounds.front();
+  for (auto m : {&FidelityMetrics::throughput, &FidelityMetrics::ttft_p50, &FidelityMetrics::ttft_p90,
+                 &FidelityMetrics::e2e_p50, &FidelityMetrics::e2e_p90, &FidelityMetrics::client_cpu_per_token})
+    out.*m = mid(rounds, m);
+  std::vector<FidelityMetrics> read;
+  for (const auto& r : rounds)
+    if (r.steps > 0) read.push_back(r);
+  if (!read.empty())
+    for (auto m : {&FidelityMetrics::steps, &FidelityMetrics::step_s, &FidelityMetrics::idle_s,
+                   &FidelityMetrics::serving_step_overhead})
+      out.*m = mid(read, m);
+  return out;
+}
 
 double FidelityResult::error(double FidelityMetrics::*m) const {
   const double meas = measured.*m;
@@ -433,13 +430,18 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
       co.between_passes = [&](std::uint32_t pass) { measure_until(plan.size() * pass / (co.passes - 1)); };
     const Calibration cal = run_calibration(co);
     std::ofstream(catalogue_path) << hardware_catalogue_toml(cal);
+    report.calibration.points = cal.fits.at(0).points;
+    report.calibration.repeats = co.repeats;
+    report.calibration.block_size = static_cast<std::uint32_t>(co.config.cache.block_size);
+    report.calibration.read_bytes_per_s = cal.read_bytes_per_s;
+    report.calibration.bytes_per_weight = cal.model.weight_bytes;
     report.hardware_key = cal.fits.at(0).hardware.key;
     if (interleaved) report.machine_drift = cal.fits.at(0).pass_drift;
     report.calibration_pass_spread = cal.fits.at(0).median_pass_spread;
-    const double preset_bytes = sim::Catalogue::builtin().model(sim_model_preset).weight_bytes;
+    const double preset_bytes = sim::Catalogue::builtin().model(fidelity_model_preset).weight_bytes;
     if (std::abs(cal.model.weight_bytes / preset_bytes - 1) > 0.01)
       say(fmt::format("warning: the model holds {:.4g} bytes per weight, the simulated preset {} {:.4g}: "
-                      "not the default model?", cal.model.weight_bytes, sim_model_preset, preset_bytes));
+                      "not the default model?", cal.model.weight_bytes, fidelity_model_preset, preset_bytes));
   }
   const sim::Catalogue catalogue = sim::Catalogue::load(catalogue_path.string(), "");
   if (report.hardware_key.empty())
@@ -460,30 +462,48 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     say(fmt::format("warning: the machine ran {:+.1f} % slower at the end than at the start: {}", 100 * report.machine_drift,
                     interleaved ? "the calibration's passes, spread over the run, took their median"
                                 : "the calibration describes it only for part of the run"));
-  // 4. Every case simulated.
-  std::vector<double> all_slowdowns;
+  // 4. Every case simulated, and the figures.
   for (std::size_t i = 0; i < cases.size(); ++i) {
     FidelityResult r;
     r.c = cases[i];
     r.rounds = rounds[i];
-    r.measured = median_of(rounds[i]);
+    r.measured = median_over_rounds(rounds[i]);
     r.slowdown = slowdowns[i].empty() ? 1.0 : median(slowdowns[i]);
+    report.cases.push_back(std::move(r));
+  }
+  score_fidelity(o, catalogue, report);
+  return report;
+}
+
+void score_fidelity(const FidelityOptions& o, const sim::Catalogue& catalogue, FidelityReport& report) {
+  const auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  // The figures are sums and maxima over the cases: from zero.
+  for (double* figure : {&report.mean_abs_error_throughput, &report.max_abs_error_throughput,
+                         &report.mean_abs_error_p90_e2e, &report.max_abs_error_p90_e2e, &report.mean_abs_error_p90_ttft,
+                         &report.max_abs_error_p90_ttft, &report.mean_abs_error_throughput_uncorrected,
+                         &report.max_abs_error_throughput_uncorrected, &report.mean_abs_error_p90_e2e_uncorrected,
+                         &report.max_abs_error_p90_e2e_uncorrected})
+    *figure = 0;
+  std::vector<double> all_slowdowns;
+  for (std::size_t i = 0; i < report.cases.size(); ++i) {
+    FidelityResult& r = report.cases[i];
     all_slowdowns.push_back(r.slowdown);
     const sim::Catalogue corrected = catalogue.with(slowed(catalogue.hardware(report.hardware_key), r.slowdown));
-    config::Config sim_cfg = case_config(o, cases[i]);
+    config::Config sim_cfg = case_config(o, r.c);
     sim_cfg.engine.backend = config::Backend::sim;
     sim_cfg.sim.hardware = report.hardware_key;
-    sim_cfg.model.preset = sim_model_preset;
+    sim_cfg.model.preset = fidelity_model_preset;
     sim::SimulationOptions with_steps;  // the step records kept: they give the step figures
-    const sim::SimulationResult simulated = sim::simulate(sim_cfg, corrected, cases[i].spec, o.seed, with_steps);
+    const sim::SimulationResult simulated = sim::simulate(sim_cfg, corrected, r.c.spec, o.seed, with_steps);
     r.simulated = metrics_of(simulated.summary);
     add_step_figures(r.simulated, simulated);
     sim::SimulationOptions summary_only;
     summary_only.keep_records = false;
-    r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, cases[i].spec, o.seed, summary_only).summary);
+    r.simulated_uncorrected = metrics_of(sim::simulate(sim_cfg, catalogue, r.c.spec, o.seed, summary_only).summary);
     say(fmt::format("case {}: simulated {:.1f} tok/s, p90 TTFT {:.3f} s, p90 E2E {:.3f} s", i + 1,
                     r.simulated.throughput, r.simulated.ttft_p90, r.simulated.e2e_p90));
-    report.cases.push_back(std::move(r));
   }
 
   std::vector<double> overheads;
@@ -494,12 +514,14 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     report.serving_step_overhead = overheads[overheads.size() / 2];
   }
   report.calibrated_step_overhead = catalogue.hardware(report.hardware_key).step_overhead;
-  const auto [lo, hi] = std::minmax_element(all_slowdowns.begin(), all_slowdowns.end());
+  if (!all_slowdowns.empty()) {
+    const auto [lo, hi] = std::minmax_element(all_slowdowns.begin(), all_slowdowns.end());
+    report.slowdown_min = *lo;
+    report.slowdown_max = *hi;
+  }
   report.drift_corrected = o.drift_correction;
-  report.slowdown_min = *lo;
-  report.slowdown_max = *hi;
 
-  // 5. The figures.
+  // The figures.
   const auto fold = [&](double FidelityMetrics::*m, double& mean, double& max) {
     for (const auto& r : report.cases) {
       const double e = std::abs(r.error(m));
@@ -525,7 +547,6 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
   report.floor_max_abs_error_throughput = throughput_floor.max;
   report.floor_mean_abs_error_p90_e2e = e2e_floor.mean;
   report.floor_max_abs_error_p90_e2e = e2e_floor.max;
-  return report;
 }
 
 }  // namespace actorlm::bench

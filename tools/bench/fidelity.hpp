@@ -15,6 +15,7 @@
 
 #include "actors/config/config.hpp"
 #include "sim/metrics.hpp"
+#include "sim/model/catalogue.hpp"
 #include "sim/workload.hpp"
 #include "tools/bench/calibrate.hpp"
 
@@ -83,9 +84,20 @@ struct FidelityResult {
   double error_uncorrected(double FidelityMetrics::*m) const;
 };
 
+// The measurements a calibration made here, as `bench fidelity --resimulate` refits them.
+struct SavedCalibration {
+  std::vector<CalibrationPoint> points;  // each with its passes' times (CalibrationPoint::pass_s)
+  std::uint32_t repeats = 0;             // timed steps per shape and pass
+  std::uint32_t block_size = 0;          // the KV cache's, tokens per block
+  double read_bytes_per_s = 0;           // the read bandwidth measured, all threads
+  double bytes_per_weight = 0;           // the model's, as the backend held it
+  bool empty() const { return points.empty(); }
+};
+
 struct FidelityReport {
   std::string hardware_key;
   std::string calibration_toml;  // the catalogue used
+  SavedCalibration calibration;  // empty with --hardware (nothing calibrated here)
   std::vector<FidelityResult> cases;
   double mean_abs_error_throughput = 0, max_abs_error_throughput = 0;
   double mean_abs_error_p90_e2e = 0, max_abs_error_p90_e2e = 0;
@@ -111,6 +123,15 @@ struct FidelityReport {
   double floor_mean_abs_error_p90_e2e = 0, floor_max_abs_error_p90_e2e = 0;
 };
 
+// Each figure's median over a case's rounds (the mean of the middle two for an even count); the
+// step figures over the rounds whose server counters were read (steps > 0), as they were when
+// none was.
+FidelityMetrics median_over_rounds(const std::vector<FidelityMetrics>& rounds);
+
+// The catalogue preset the cases are simulated with: the default model file's architecture and
+// bytes per weight.
+inline constexpr const char* fidelity_model_preset = "smollm2-135m-instruct-q4_1";
+
 // The goal the figures are held to (issue 16): mean |error| at most fidelity_goal_mean, max at
 // most fidelity_goal_max, of throughput and of p90 E2E.
 inline constexpr double fidelity_goal_mean = 0.05;
@@ -123,5 +144,11 @@ std::vector<FidelityCase> fidelity_cases(const FidelityOptions&);
 
 // Throws std::runtime_error when the server cannot be started or a case fails outright.
 FidelityReport run_fidelity(const FidelityOptions&);
+
+// Simulates every case of `report` (its cases, rounds, measured figures and slowdowns filled in)
+// on `catalogue`'s entry report.hardware_key, and sets the simulated figures, the errors, their
+// means and maxima, the twins' floor and the step overheads. run_fidelity's last step, and
+// `--resimulate`'s whole work.
+void score_fidelity(const FidelityOptions&, const sim::Catalogue& catalogue, FidelityReport& report);
 
 }  // namespace actorlm::bench

@@ -1,0 +1,115 @@
+#include "tools/bench/fidelity_resimulate.hpp"
+
+#include "tools/bench/fidelity_json.hpp"
+#include "tools/bench/timing.hpp"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+
+namespace actorlm::bench {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot be read (" + what + ")");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The rms relative error of `h` (its step overhead aside, as calibrate's residuals) over the
+// calibration's measurements.
+double rms_over(const sim::ModelPreset& m, sim::Hardware h, const SavedCalibration& c) {
+  h.step_overhead = 0;
+  const sim::CostModel model(m, h, {sim::ParallelKind::tensor, 1}, c.block_size);
+  double sq = 0;
+  for (const auto& p : c.points) {
+    const double rel = model.step_seconds(calibration_step_shape(p.shape, c.repeats)) / p.measured_s - 1;
+    sq += rel * rel;
+  }
+  return c.points.empty() ? 0 : std::sqrt(sq / double(c.points.size()));
+}
+
+}  // namespace
+
+Resimulation resimulate_fidelity(const ResimulateOptions& o) {
+  const auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+  const fs::path dir(o.dir);
+  SavedFidelityRun saved = read_fidelity_json((dir / "fidelity.json").string());
+  Resimulation out;
+  out.options = saved.options;
+  out.options.progress = o.progress;
+  out.options_saved = saved.options_saved;
+  out.report = std::move(saved.report);
+  FidelityReport& r = out.report;
+  if (!out.options_saved)
+    say("the file keeps no options (written before 2026-12-07): its cases are rebuilt from the defaults "
+        "(--max-num-seqs 16, --kv-blocks 1024, --seed 1), and checked against it");
+  // The architecture the cases are simulated with; its bytes per weight as calibrate read them
+  // off the loaded model (the preset's agree to 1e-6), so that the refit's inputs are the run's.
+  sim::ModelPreset preset = sim::Catalogue::builtin().model(fidelity_model_preset);
+  if (!r.calibration.empty()) preset.weight_bytes = r.calibration.bytes_per_weight;
+
+  sim::Catalogue catalogue;
+  if (!o.hardware_catalogue.empty()) {
+    r.calibration_toml = read_text(o.hardware_catalogue, "--hardware");
+    catalogue = sim::Catalogue::load(o.hardware_catalogue, "");
+    r.hardware_key = o.hardware_key.empty() ? catalogue.all_hardware().at(0).key : o.hardware_key;
+    (void)catalogue.hardware(r.hardware_key);  // throws naming the known keys
+    out.hardware_source = "the catalogue " + o.hardware_catalogue + ", entry " + r.hardware_key;
+  } else {
+    const fs::path written = dir / "hardware.toml";
+    const std::string text = read_text(written, "the run's calibration; a run given --hardware keeps none: give "
+                                                "the same catalogue again with --hardware");
+    catalogue = sim::Catalogue::load(written.string(), "");
+    const sim::Hardware& entry = catalogue.hardware(r.hardware_key);
+    if (r.calibration.empty()) {
+      r.calibration_toml = text;
+      out.hardware_source = written.string() + " as the run wrote it (the file keeps no calibration measurements)";
+    } else {
+      // The measurements refitted as calibrate fits them, and the entry written and read back as
+      // the run's was (rates to 6 significant digits), the measured figures kept from it.
+      CalibrationFit fit = fit_calibration(preset, 1, r.calibration.block_size, r.calibration.repeats,
+                                           r.calibration.points, r.calibration.read_bytes_per_s);
+      fit.hardware.key = entry.key;
+      fit.hardware.name = entry.name;
+      fit.hardware.link = entry.link;
+      fit.hardware.memory_bytes = entry.memory_bytes;
+      fit.hardware.step_overhead = entry.step_overhead;
+      std::vector<double> spreads;
+      for (const auto& p : fit.points) spreads.push_back(p.spread);
+      if (fit.points.front().pass_s.size() > 1) fit.median_pass_spread = median(std::move(spreads));
+      Calibration c;
+      c.model_path = "(refitted from " + (dir / "fidelity.json").string() + ")";
+      c.model = preset;
+      c.read_bytes_per_s = r.calibration.read_bytes_per_s;
+      c.memory_bytes = entry.memory_bytes;
+      c.fits.push_back(fit);
+      r.calibration_toml = hardware_catalogue_toml(c);
+      catalogue = sim::Catalogue::parse(r.calibration_toml, "(refitted)", sim::embedded_model_catalogue,
+                                        "(embedded models)");
+      out.saved_fit_rms_relative_error = rms_over(preset, entry, r.calibration);
+      out.hardware_source = fmt::format(
+          "the run's calibration ({} shapes) refitted by this build: rms relative error {:.2f} % (the run's own "
+          "entry over the same measurements: {:.2f} %)",
+          r.calibration.points.size(), 100 * fit.rms_relative_error, 100 * out.saved_fit_rms_relative_error);
+      out.refit = std::move(fit);
+    }
+  }
+  say("simulating on " + out.hardware_source);
+  // Simulated as the run simulated them, without its drift correction (the probes' slowdowns are
+  // not kept).
+  for (auto& c : r.cases) c.slowdown = 1;
+  score_fidelity(out.options, catalogue, r);
+  return out;
+}
+
+}  // namespace actorlm::bench
