@@ -1,6 +1,7 @@
 #pragma once
 // How long one engine step takes on modelled hardware: a roofline per operator,
-//   time(op) = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency)),
+//   time(op) = max(FLOPs / (peak x compute_efficiency), bytes / (bandwidth x memory_efficiency))
+//              + (1 - memory_overlap) x the min of the two (0 on a GPU: memory_overlap = 1),
 // plus a launch overhead per kernel, plus the GPU-to-GPU traffic of the parallelism (ring
 // all-reduce for tensor parallelism, point-to-point activation copies for a layer split).
 // Hardware's optional terms refine it for kernels the roofline misses (few-row GEMM kernels,

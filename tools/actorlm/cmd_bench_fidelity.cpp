@@ -128,6 +128,7 @@ int resimulate(const std::string& dir, const bench::FidelityOptions& given, cons
   ro.dir = dir;
   ro.hardware_catalogue = given.hardware_catalogue;
   ro.hardware_key = given.hardware_key;
+  ro.fit_overlap = given.fit_overlap;
   ro.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
   if (!out_dir.empty() && std::filesystem::exists(out_dir) &&
       std::filesystem::equivalent(std::filesystem::path(out_dir), std::filesystem::path(dir))) {
@@ -159,9 +160,10 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
       "the calibrated hardware, and print measured and simulated throughput, p50/p90 TTFT and E2E with their "
       "relative errors, then where each case's time went (steps, their mean time, time with no step running)");
   auto* model = cmd->add_option("--model", o->model_path, "GGUF file (default: the default model, which the simulated preset describes)");
-  cmd->add_option("--hardware", o->hardware_catalogue,
-                  "A catalogue written by `actorlm calibrate` (skips calibrating; with --resimulate, simulates on it)");
-  cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)");
+  auto* hardware = cmd->add_option("--hardware", o->hardware_catalogue,
+                                   "A catalogue written by `actorlm calibrate` (skips calibrating; with --resimulate, "
+                                   "simulates on it)");
+  cmd->add_option("--hardware-key", o->hardware_key, "Its entry (default: the first)")->needs(hardware);
   auto* seqs = cmd->add_option("--max-num-seqs", o->max_num_seqs, "The full batch; the low load is a quarter of it")
       ->capture_default_str()->check(CLI::Range(4u, 256u));
   auto* blocks = cmd->add_option("--kv-blocks", o->kv_blocks,
@@ -174,13 +176,16 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
                   "passes, 3 at least, 2 with --quick)")
       ->capture_default_str()->check(CLI::Range(1u, 20u));
   cmd->add_option("--out", *out, "Directory for the server configs and logs, fidelity.json and fidelity.txt");
-  auto* quick = cmd->add_flag("--quick", o->quick, "A nine-shape calibration and one small case: proves the path in seconds");
+  auto* quick = cmd->add_flag("--quick", o->quick, "A ten-shape calibration and one small case: proves the path in seconds");
   auto* no_interleave = cmd->add_flag("!--no-interleave", o->interleave,
                 "Calibrate first, every pass before the cases (by default the passes run before, between and after "
                 "them, so that their medians describe the machine over the run)");
   auto* drift = cmd->add_flag("--drift-correction", o->drift_correction,
                 "A speed probe after every measured case, and each case simulated on the calibration slowed by the "
                 "machine's drift at its time (the uncorrected errors beside)");
+  cmd->add_flag("--fit-overlap", o->fit_overlap,
+                "The calibration fits memory_compute_overlap (calibrate --fit-overlap); with --resimulate, the refit "
+                "does (otherwise it fits as the run did)");
   auto resimulate_dir = std::make_shared<std::string>();
   cmd->add_option("--resimulate", *resimulate_dir,
                   "Measure nothing: simulate again the cases an earlier run measured (its --out DIR), on its "

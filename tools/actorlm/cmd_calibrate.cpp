@@ -26,6 +26,7 @@ struct CalibrateArgs {
   std::string name = "cpu-local";
   std::string out = "calibrated-hardware.toml";
   bool quick = false;
+  bool fit_overlap = false;
 };
 
 nlohmann::json to_json(const bench::CalibrationFit& f) {
@@ -59,6 +60,7 @@ int run(const CalibrateArgs& a) {
   o.repeats = a.repeats;
   o.passes = a.passes;
   o.name = a.name;
+  o.fit_overlap = a.fit_overlap;
   if (a.quick) o.grid = bench::quick_calibration_grid();
   o.progress = [](const std::string& line) { spdlog::info("calibrate: {}", line); };
   const bench::Calibration c = bench::run_calibration(o);
@@ -111,6 +113,10 @@ void add_calibrate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--name", args->name, "Catalogue key prefix: entries are NAME-tp1, NAME-tp2...")->capture_default_str();
   cmd->add_option("--out", args->out, "Hardware catalogue file written")->capture_default_str();
   cmd->add_flag("--quick", args->quick, "A ten-shape grid (seconds, for tests) instead of the full one (minutes)");
+  cmd->add_flag("--fit-overlap", args->fit_overlap,
+                "Fit memory_compute_overlap, the share of a kernel's memory time hidden under its arithmetic (or "
+                "the reverse), among 0, 0.05, ..., 1 (default 0, their sum: it fits the grid better but has "
+                "predicted served runs worse, README run 57)");
   cmd->callback([args, &exit_code] {
     try {
       exit_code = run(*args);

@@ -44,18 +44,20 @@ constexpr const char* param_names[param_count] = {
 // small_rows the few-row kernels, a property of the kernels, kernels/cpu/model/matmul.hpp; from
 // large_rows on (0: none) the large-batch rate, the threshold the fit finds best among
 // large_batch_candidates) and the share of the shorter of a kernel's memory and arithmetic times
-// that overlaps the longer (Hardware::memory_overlap, the best of overlap_candidates).
+// that overlaps the longer (Hardware::memory_overlap, the best of the overlap_steps + 1 tried).
 struct ModelForm {
   std::uint32_t small_rows = 0, large_rows = 0;
   double overlap = 0;
 };
 
-// The overlaps the fit tries: 0 (memory time adds to arithmetic), 0.05, ..., 1 (the roofline).
-// Measured on a 2-vCPU Zen 4 (run 56's calibration, 2026-12-07): with the sum, decode steps of 2
-// and 4 sequences came out 25-27 % slower than measured and those of 24-95 sequences 3-8 % faster,
-// one rate per row fitting neither: a decode step of 1 row costs about the weights' read plus
-// 0.4 row's arithmetic, each row up to 4 about 0.6 ms, and from 8 rows on about 1.0 ms, as when
-// part of the read hides under the arithmetic.
+// The overlaps the fit tries when asked to fit one (fit_overlap; otherwise 0 alone): 0 (memory
+// time adds to arithmetic), 0.05, ..., 1 (the roofline).
+// Measured on 2 EPYC vCPUs (run 56's calibration, 2026-12-07): with the sum, decode steps of 2
+// and 4 sequences came out 25-27 % slower than measured and those of 24-95 sequences 3-8 %
+// faster, one rate per row fitting neither: a decode step of 1 row cost 3.36 ms, little more than
+// the weights' read (2.7 ms), each further row up to 4 added 0.25-0.7 ms and from 8 rows on about
+// 1.0 ms, as when part of the read hides under the arithmetic. Refitted with the overlap (0.70):
+// rms 6.5 -> 2.2 %.
 constexpr int overlap_steps = 20;
 // Measured on a 2-vCPU Zen 4 (calibrate, prompts prefilled together): steps of 512 tokens on the
 // fp16 rate, of 1024 and 2048 tokens 6-9 % slower than it predicts. So the large-batch rate
@@ -83,22 +85,22 @@ std::vector<std::uint32_t> large_batch_candidates(const std::vector<CalibrationP
 }
 
 // Every rate free and every fixed cost zero: the cost model then charges nothing.
-sim::Hardware free_hardware(ModelForm rows) {
+sim::Hardware free_hardware(ModelForm form) {
   sim::Hardware h;
   h.memory_bytes = 1e18;
   h.bandwidth = h.flops = h.link_bandwidth = h.host_bandwidth = inf;
-  h.small_gemm_rows = rows.small_rows;
-  h.large_batch_rows = rows.large_rows;
+  h.small_gemm_rows = form.small_rows;
+  h.large_batch_rows = form.large_rows;
   h.small_gemm_flops = h.gemm_weight_rate = h.attention_flops = h.prefill_attention_flops = h.large_batch_flops = inf;
   // With the memory traffic free (infinite bandwidth) the overlap changes nothing: a kernel costs
   // its arithmetic, so the features below are linear in the rates' inverses whatever it is.
-  h.memory_overlap = rows.overlap;
+  h.memory_overlap = form.overlap;
   return h;
 }
 
 // The hardware whose cost model is theta . phi: rates are 1 / theta (free when theta is 0).
-sim::Hardware hardware_of(const std::array<double, param_count>& theta, ModelForm rows) {
-  sim::Hardware h = free_hardware(rows);
+sim::Hardware hardware_of(const std::array<double, param_count>& theta, ModelForm form) {
+  sim::Hardware h = free_hardware(form);
   const auto rate = [](double t) { return t > 0 ? 1 / t : inf; };
   h.small_gemm_flops = rate(theta[small_gemm]);
   h.flops = rate(theta[large_gemm]);
@@ -113,13 +115,13 @@ sim::Hardware hardware_of(const std::array<double, param_count>& theta, ModelFor
 
 // phi_k(shape): the cost model's seconds with parameter k at 1 (unit rate) and the rest free.
 std::array<double, param_count> features(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
-                                         ModelForm rows, const sim::StepShape& shape) {
+                                         ModelForm form, const sim::StepShape& shape) {
   std::array<double, param_count> phi{};
   const sim::Parallelism par{sim::ParallelKind::tensor, tp};
   for (std::size_t k = 0; k < param_count; ++k) {
     std::array<double, param_count> theta{};
     theta[k] = 1;
-    const sim::Hardware h = hardware_of(theta, rows);
+    const sim::Hardware h = hardware_of(theta, form);
     phi[k] = sim::CostModel(m, h, par, block_size).step_seconds(shape);
   }
   return phi;
@@ -314,13 +316,13 @@ std::array<double, param_count> solve_relative(std::vector<std::vector<double>> 
 // kernel's shorter side has almost no slope, and a start on the wrong side of it stays there),
 // keeping the best solution seen. `theta_out`: the rates' inverses found.
 CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size, std::uint32_t repeats,
-                      std::vector<CalibrationPoint> points, double read_bytes_per_s, ModelForm rows,
+                      std::vector<CalibrationPoint> points, double read_bytes_per_s, ModelForm form,
                       const std::array<double, param_count>* start, std::array<double, param_count>& theta_out) {
   const std::size_t used = tp > 1 ? param_count : param_count - 1;  // no link term at TP 1
   const sim::Parallelism par{sim::ParallelKind::tensor, tp};
   // The model's step time at theta, memory traffic included: what the simulator computes.
   const auto predict = [&](const std::array<double, param_count>& th, const sim::StepShape& shape) {
-    sim::Hardware h = hardware_of(th, rows);
+    sim::Hardware h = hardware_of(th, form);
     h.bandwidth = h.host_bandwidth = read_bytes_per_s / tp;
     return sim::CostModel(m, h, par, block_size).step_seconds(shape);
   };
@@ -328,7 +330,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
   std::vector<std::array<double, param_count>> unit;  // each point's features at unit rates
   for (const auto& p : points) {
     shapes.push_back(calibration_step_shape(p.shape, repeats));
-    unit.push_back(features(m, tp, block_size, rows, shapes.back()));
+    unit.push_back(features(m, tp, block_size, form, shapes.back()));
   }
   // The part of each step the fit does not choose: its memory traffic at the measured bandwidth.
   std::vector<std::vector<double>> a;
@@ -340,8 +342,8 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
     b.push_back(1.0 - predict({}, shapes[i]) / points[i].measured_s);
   }
   std::array<double, param_count> theta = solve_relative(a, b, used);
-  if (rows.overlap > 0) {
-    const auto rms_at = [&](const std::array<double, param_count>& th) {
+  if (form.overlap > 0) {
+    const auto squares_at = [&](const std::array<double, param_count>& th) {
       double sq = 0;
       for (std::size_t i = 0; i < points.size(); ++i) sq += std::pow(predict(th, shapes[i]) / points[i].measured_s - 1, 2);
       return sq;
@@ -353,7 +355,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
         if (unit[i][k] > 0) step[k] = step[k] > 0 ? std::min(step[k], 1e-7 * points[i].measured_s / unit[i][k])
                                                   : 1e-7 * points[i].measured_s / unit[i][k];
     std::array<double, param_count> best = theta;
-    double best_sq = rms_at(theta);
+    double best_sq = squares_at(theta);
     // Gauss-Newton from `th` until it stops moving (30 steps at most).
     const auto refine = [&](std::array<double, param_count> th) {
       for (int iteration = 0; iteration < 30; ++iteration) {
@@ -373,7 +375,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
           b[i] = 1.0 - fixed / points[i].measured_s;
         }
         const std::array<double, param_count> next = solve_relative(a, b, used);
-        const double sq = rms_at(next);
+        const double sq = squares_at(next);
         if (sq < best_sq) {
           best = next;
           best_sq = sq;
@@ -395,7 +397,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
 
   CalibrationFit f;
   f.tp = tp;
-  f.hardware = hardware_of(theta, rows);
+  f.hardware = hardware_of(theta, form);
   sim::Hardware& h = f.hardware;
   // A rate the fit finds free (noise on a grid where its term is small) is left out of the entry,
   // so the cost model falls back to its default for that term.
@@ -414,8 +416,8 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
     f.dropped.push_back(std::string(param_names[attention]) + " (decode attention then runs at fp16_tflops)");
   }
   if (theta[large_batch] <= 0) {
-    if (rows.large_rows > 0)
-      f.dropped.push_back(std::string(param_names[large_batch]) + " (GEMMs of many rows then run at fp16_tflops)");
+    if (form.large_rows > 0)
+      f.dropped.push_back(std::string(param_names[large_batch]) + " (GEMMs of many form then run at fp16_tflops)");
     h.large_batch_rows = 0;
     h.large_batch_flops = 0;
   }
@@ -457,19 +459,27 @@ sim::StepShape calibration_step_shape(const CalibrationShape& s, std::uint32_t r
 
 CalibrationFit fit_calibration(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t block_size,
                                std::uint32_t repeats, const std::vector<CalibrationPoint>& points,
-                               double read_bytes_per_s) {
+                               double read_bytes_per_s, bool fit_overlap) {
   const auto small_rows = static_cast<std::uint32_t>(kernels::cpu::default_panel_min_rows);
   std::optional<CalibrationFit> best;
+  std::string refused;  // a candidate's refusal: thrown when every candidate refuses
   const std::vector<std::uint32_t> large = large_batch_candidates(points);
   // Per threshold, the rates found at the last overlap: where the next overlap's fit starts too.
   std::vector<std::array<double, param_count>> last(large.size());
-  for (int o = 0; o <= overlap_steps; ++o)
+  for (int o = 0; o <= (fit_overlap ? overlap_steps : 0); ++o)
     for (std::size_t i = 0; i < large.size(); ++i) {
       const double overlap = double(o) / overlap_steps;
-      CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large[i], overlap},
-                                o > 0 ? &last[i] : nullptr, last[i]);
-      if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
+      const std::array<double, param_count> start = last[i];
+      try {
+        CalibrationFit f = fit_at(m, tp, block_size, repeats, points, read_bytes_per_s, {small_rows, large[i], overlap},
+                                  o > 0 ? &start : nullptr, last[i]);
+        if (!best || f.rms_relative_error < best->rms_relative_error) best = std::move(f);
+      } catch (const std::runtime_error& e) {  // every GEMM free at this form; another may fit
+        refused = e.what();
+      }
     }
+  if (!best) throw std::runtime_error(refused);
+  best->overlap_fitted = fit_overlap;
   return std::move(*best);
 }
 
@@ -762,7 +772,8 @@ Calibration run_calibration(const CalibrateOptions& o) {
     if (pass == 0 && o.passes > 1 && o.between_passes)
       for (const auto& d : measured)
         (void)fit_calibration(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
-                  points_of(d.per_pass, [](const std::vector<double>& v) { return v.front(); }), bandwidths.front());
+                  points_of(d.per_pass, [](const std::vector<double>& v) { return v.front(); }), bandwidths.front(),
+                  o.fit_overlap);
   }
   out.read_bytes_per_s = median(bandwidths);
   out.weight_sized_read_bytes_per_s = median(weight_sized_bandwidths);
@@ -778,7 +789,7 @@ Calibration run_calibration(const CalibrateOptions& o) {
     }
     CalibrationFit f = fit_calibration(out.model, d.tp, static_cast<std::uint32_t>(d.cfg.cache.block_size), o.repeats,
                            points_of(d.per_pass, [](const std::vector<double>& v) { return median(v); }),
-                           out.read_bytes_per_s);
+                           out.read_bytes_per_s, o.fit_overlap);
     f.pass_drift = first > 0 ? last / first - 1 : 0;
     if (o.passes > 1) {
       std::vector<double> spreads;
@@ -836,9 +847,9 @@ std::string hardware_catalogue_toml(const Calibration& c) {
     t += "compute_efficiency = 1\nmemory_efficiency = 1\nlink_efficiency = 1\n";
     t += fmt::format("kernel_launch_us = {}        # fitted: per operator\n", fixed_g(h.kernel_launch * 1e6));
     t += "cuda_context_mib = 0\n";
-    t += fmt::format("memory_compute_overlap = {}   # fitted: the share of the shorter of a kernel's memory and "
+    t += fmt::format("memory_compute_overlap = {}   # {}: the share of the shorter of a kernel's memory and "
                      "arithmetic times hidden under the longer (0: their sum, 1: the longer alone)\n",
-                     fixed_g(h.memory_overlap));
+                     fixed_g(h.memory_overlap), f.overlap_fitted ? "fitted" : "not fitted (calibrate --fit-overlap)");
     if (h.step_overhead > 0)
       t += fmt::format("step_overhead_us = {}        # measured: the engine's own time per step\n",
                        fixed_g(h.step_overhead * 1e6));

@@ -30,8 +30,12 @@
 //                       grid's multi-prompt shapes as the one whose fit is best
 //   link_bandwidth_gbps the all-reduce's bytes (tensor parallel only)
 //   memory_compute_overlap  the share of the shorter of a kernel's memory and arithmetic times
-//                       hidden under the longer, chosen among 0, 0.05, ..., 1 as the one whose
-//                       fit is best (with the large-batch threshold: every pair is fitted)
+//                       hidden under the longer: 0 (their sum) unless asked to fit it
+//                       (CalibrateOptions::fit_overlap), then chosen among 0, 0.05, ..., 1 as
+//                       the one whose fit is best (with the large-batch threshold: every pair is
+//                       fitted). It fits the grid better, yet served runs worse (README, run 57):
+//                       the few-row decodes it makes cheaper were what stood in for serving's own
+//                       costs, which the model lacks.
 // Not fitted: the memory bandwidth is measured (a read benchmark on the same threads); the engine's own
 // time per step is measured through an in-process engine (step_overhead_us); a per-all-reduce
 // latency is constant per step as the per-kernel count nearly is, so the grid cannot tell it
@@ -79,6 +83,7 @@ struct CalibrationFit {
   // noisy_pass_spread, the residuals describe that as much as the model.
   double median_pass_spread = 0;
   std::vector<std::string> dropped;  // rates the fit found free, left out (the model's default applies)
+  bool overlap_fitted = false;       // hardware.memory_overlap fitted (otherwise 0)
 };
 
 // A median pass spread above this (the machine's speed moving by more than +-5 %, the fidelity
@@ -104,6 +109,7 @@ struct CalibrateOptions {
   std::vector<CalibrationShape> grid;  // empty: default_calibration_grid()
   std::uint32_t repeats = 3;  // timed steps per shape and pass
   std::uint32_t passes = 3;   // over the whole grid
+  bool fit_overlap = false;   // fit memory_compute_overlap (otherwise 0: the sum)
   std::string name = "cpu-local";
   std::function<void(const std::string&)> progress;
   // Runs before pass k (k = 1 .. passes - 1), while no shard is loaded: a caller's own
@@ -133,16 +139,17 @@ sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t rep
 
 // The cost model fitted to measured points, as run_calibration fits its measurements: at every
 // candidate large_batch_gemm_rows (none, and each distinct step size from 513 tokens on of the
-// points that prefill several prompts together) and memory overlap (0, 0.05, ..., 1), the pair
-// whose fit predicts the points best (least rms relative error; the smaller overlap and threshold
-// on a tie); small_gemm_rows is default_panel_min_rows (0 when the few-row rate
+// points that prefill several prompts together) and, with `fit_overlap`, memory overlap (0, 0.05,
+// ..., 1; otherwise 0), the pair whose fit predicts the points best (least rms relative error; the
+// smaller overlap and threshold on a tie); small_gemm_rows is default_panel_min_rows (0 when the
+// few-row rate
 // is dropped). `read_bytes_per_s`: the measured read bandwidth of all ranks; `repeats`: the timed
 // steps per shape (a decode sequence's context grows by one per step). Throws
 // std::runtime_error when a candidate's fit finds every GEMM free. The result's hardware has no
 // step overhead (run_calibration measures it apart).
 CalibrationFit fit_calibration(const sim::ModelPreset&, std::uint32_t tp, std::uint32_t block_size,
                                std::uint32_t repeats, const std::vector<CalibrationPoint>&,
-                               double read_bytes_per_s);
+                               double read_bytes_per_s, bool fit_overlap = false);
 
 // A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,
 // with the measurements and residuals as comments.

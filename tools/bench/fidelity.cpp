@@ -415,6 +415,7 @@ FidelityReport run_fidelity(const FidelityOptions& o) {
     CalibrateOptions co;
     co.config.model.path = o.model_path;
     co.tp = {1};
+    co.fit_overlap = o.fit_overlap;
     if (o.quick) {
       co.grid = quick_calibration_grid();
       co.repeats = 2;

@@ -49,6 +49,7 @@ struct FidelityOptions {
   // The calibration's passes before, between and after the measured cases (when calibrating here
   // and without drift correction); false: every pass first, as `actorlm calibrate` runs.
   bool interleave = true;
+  bool fit_overlap = false;          // the calibration fits memory_compute_overlap (calibrate --fit-overlap)
   std::string hardware_catalogue;    // a catalogue from `actorlm calibrate` (skips calibrating)
   std::string hardware_key;          // its entry (default: the first)
   std::string work_dir;              // server configs and logs; empty: a temporary directory,

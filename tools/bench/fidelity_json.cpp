@@ -17,13 +17,22 @@ using nlohmann::json;
 json metrics_json(const FidelityMetrics& m) {
   json j = {{"throughput", m.throughput}, {"ttft_p50", m.ttft_p50}, {"ttft_p90", m.ttft_p90},
             {"e2e_p50", m.e2e_p50},       {"e2e_p90", m.e2e_p90},   {"completed", m.completed}};
+  // In the units people read, and in seconds as measured (what is read back: a median of two
+  // rounds of values scaled and scaled back can move in its last bit).
   if (m.steps > 0) {
     j["steps"] = m.steps;
     j["step_ms"] = 1e3 * m.step_s;
+    j["step_s"] = m.step_s;
     j["idle_s"] = m.idle_s;
   }
-  if (m.serving_step_overhead >= 0) j["engine_own_us_per_step"] = 1e6 * m.serving_step_overhead;
-  if (m.client_cpu_per_token >= 0) j["client_cpu_us_per_token"] = 1e6 * m.client_cpu_per_token;
+  if (m.serving_step_overhead >= 0) {
+    j["engine_own_us_per_step"] = 1e6 * m.serving_step_overhead;
+    j["engine_own_s_per_step"] = m.serving_step_overhead;
+  }
+  if (m.client_cpu_per_token >= 0) {
+    j["client_cpu_us_per_token"] = 1e6 * m.client_cpu_per_token;
+    j["client_cpu_s_per_token"] = m.client_cpu_per_token;
+  }
   return j;
 }
 
@@ -92,6 +101,11 @@ class Fields {
     if (!v.is_number_unsigned()) fail(key, "expected a count, found " + v.dump());
     return v.get<std::uint64_t>();
   }
+  std::uint32_t count32(const std::string& key) const {
+    const std::uint64_t v = count(key);
+    if (v > 0xffffffffu) fail(key, "expected a count below 2^32, found " + std::to_string(v));
+    return static_cast<std::uint32_t>(v);
+  }
   std::string text(const std::string& key) const {
     const json& v = at(key);
     if (!v.is_string()) fail(key, "expected a string, found " + v.dump());
@@ -127,28 +141,33 @@ FidelityMetrics read_metrics(const Fields& f) {
   m.e2e_p90 = f.number("e2e_p90");
   m.completed = f.count("completed");
   m.steps = f.number_or("steps", 0);
-  m.step_s = f.number_or("step_ms", -1e3) / 1e3;
+  // Seconds where the file has them (from 2026-12-07 on), else the scaled figures.
+  m.step_s = f.has("step_s") ? f.number("step_s") : f.number_or("step_ms", -1e3) / 1e3;
   m.idle_s = f.number_or("idle_s", -1);
-  m.serving_step_overhead = f.number_or("engine_own_us_per_step", -1e6) / 1e6;
-  m.client_cpu_per_token = f.number_or("client_cpu_us_per_token", -1e6) / 1e6;
+  m.serving_step_overhead = f.has("engine_own_s_per_step") ? f.number("engine_own_s_per_step")
+                                                           : f.number_or("engine_own_us_per_step", -1e6) / 1e6;
+  m.client_cpu_per_token = f.has("client_cpu_s_per_token") ? f.number("client_cpu_s_per_token")
+                                                           : f.number_or("client_cpu_us_per_token", -1e6) / 1e6;
   return m;
 }
 
 SavedCalibration read_calibration(const Fields& f) {
   SavedCalibration c;
-  c.repeats = static_cast<std::uint32_t>(f.count("repeats"));
-  c.block_size = static_cast<std::uint32_t>(f.count("block_size"));
+  c.repeats = f.count32("repeats");
+  c.block_size = f.count32("block_size");
+  if (c.repeats < 1 || c.repeats > 1000) f.fail("repeats", "expected 1 to 1000");
+  if (c.block_size < 1 || c.block_size > 1024) f.fail("block_size", "expected 1 to 1024");
   c.read_bytes_per_s = f.number("read_bytes_per_s");
   c.bytes_per_weight = f.number("bytes_per_weight");
   if (c.read_bytes_per_s <= 0 || c.bytes_per_weight <= 0) f.fail("", "read_bytes_per_s and bytes_per_weight must be above 0");
   for (std::size_t i = 0; i < f.array("points").size(); ++i) {
     const Fields p = f.element("points", i);
     CalibrationPoint point;
-    point.shape.chunk = static_cast<std::uint32_t>(p.count("chunk"));
-    point.shape.offset = static_cast<std::uint32_t>(p.count("offset"));
-    point.shape.prompts = static_cast<std::uint32_t>(p.count("prompts"));
-    point.shape.batch = static_cast<std::uint32_t>(p.count("batch"));
-    point.shape.context = static_cast<std::uint32_t>(p.count("context"));
+    point.shape.chunk = p.count32("chunk");
+    point.shape.offset = p.count32("offset");
+    point.shape.prompts = p.count32("prompts");
+    point.shape.batch = p.count32("batch");
+    point.shape.context = p.count32("context");
     for (std::size_t k = 0; k < p.array("passes_s").size(); ++k) {
       const json& t = p.array("passes_s")[k];
       if (!t.is_number() || t.get<double>() <= 0) p.fail("passes_s", "expected times in seconds above 0, found " + t.dump());
@@ -204,7 +223,12 @@ json fidelity_json(const FidelityReport& r, const FidelityOptions& o) {
                 {"kv_blocks", o.kv_blocks},
                 {"seed", o.seed},
                 {"rounds", o.rounds},
-                {"quick", o.quick}}},
+                {"quick", o.quick},
+                {"hardware", o.hardware_catalogue},
+                {"hardware_key", o.hardware_key},
+                {"interleave", o.interleave},
+                {"fit_overlap", o.fit_overlap},
+                {"drift_correction", o.drift_correction}}},
               {"cases", std::move(cases)}};
   if (!r.calibration.empty()) doc["calibration"] = calibration_json(r.calibration);
   return doc;
@@ -221,11 +245,21 @@ SavedFidelityRun read_fidelity_json(const std::string& path) {
     const Fields o = root.object("options");
     run.options_saved = true;
     run.options.model_path = o.text("model");
-    run.options.max_num_seqs = static_cast<std::uint32_t>(o.count("max_num_seqs"));
-    run.options.kv_blocks = static_cast<std::uint32_t>(o.count("kv_blocks"));
+    run.options.max_num_seqs = o.count32("max_num_seqs");
+    run.options.kv_blocks = o.count32("kv_blocks");
     run.options.seed = o.count("seed");
-    run.options.rounds = static_cast<std::uint32_t>(o.count("rounds"));
+    run.options.rounds = o.count32("rounds");
     run.options.quick = o.flag("quick");
+    // Kept from 2026-12-07 on, later than the rest: the defaults where absent.
+    if (o.has("hardware")) run.options.hardware_catalogue = o.text("hardware");
+    if (o.has("hardware_key")) run.options.hardware_key = o.text("hardware_key");
+    if (o.has("interleave")) run.options.interleave = o.flag("interleave");
+    if (o.has("fit_overlap")) run.options.fit_overlap = o.flag("fit_overlap");
+    run.options.drift_correction = o.has("drift_correction") ? o.flag("drift_correction") : false;
+    // The command line's ranges (cmd_bench_fidelity.cpp): the cases are built from these.
+    if (run.options.max_num_seqs < 4 || run.options.max_num_seqs > 256) o.fail("max_num_seqs", "expected 4 to 256");
+    if (run.options.kv_blocks < 140 || run.options.kv_blocks > (1u << 20)) o.fail("kv_blocks", "expected 140 to 1048576");
+    if (run.options.rounds < 1 || run.options.rounds > 20) o.fail("rounds", "expected 1 to 20");
   }
   const Fields summary = root.object("summary");
   FidelityReport& r = run.report;
@@ -233,6 +267,9 @@ SavedFidelityRun read_fidelity_json(const std::string& path) {
   r.machine_drift = summary.number("machine_drift");
   r.interleaved = summary.flag("calibration_interleaved");
   r.calibration_pass_spread = summary.number("calibration_pass_spread");
+  // A drift-corrected run's cases were simulated on slowed hardware (each case's slowdown below).
+  r.drift_corrected = summary.flag("drift_corrected");
+  run.options.drift_correction = r.drift_corrected;
   if (root.has("calibration")) r.calibration = read_calibration(root.object("calibration"));
   // The cases as this build makes them from the options, each checked against the file's.
   const std::vector<FidelityCase> cases = fidelity_cases(run.options);
@@ -253,6 +290,8 @@ SavedFidelityRun read_fidelity_json(const std::string& path) {
     for (std::size_t k = 0; k < c.array("rounds").size(); ++k) result.rounds.push_back(read_metrics(c.element("rounds", k)));
     if (result.rounds.empty()) c.fail("rounds", "no measured round");
     result.measured = median_over_rounds(result.rounds);
+    result.slowdown = c.number_or("slowdown", 1);
+    if (!(result.slowdown > 0)) c.fail("slowdown", "expected a factor above 0");
     r.cases.push_back(std::move(result));
   }
   return run;

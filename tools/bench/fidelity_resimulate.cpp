@@ -10,6 +10,9 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 namespace actorlm::bench {
 
@@ -36,6 +39,20 @@ double rms_over(const sim::ModelPreset& m, sim::Hardware h, const SavedCalibrati
   return c.points.empty() ? 0 : std::sqrt(sq / double(c.points.size()));
 }
 
+// The catalogue at `path` and its entry `key` (empty: the first), or an error naming the file.
+std::pair<sim::Catalogue, std::string> catalogue_entry(const std::string& path, const std::string& key,
+                                                       const std::string& what) {
+  sim::Catalogue c = sim::Catalogue::load(path, "");
+  if (c.all_hardware().empty()) throw std::runtime_error(path + ": no [gpu.*] entry (" + what + ")");
+  const std::string k = key.empty() ? c.all_hardware().front().key : key;
+  try {
+    (void)c.hardware(k);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(path + ": " + e.what() + " (" + what + ")");
+  }
+  return {std::move(c), k};
+}
+
 }  // namespace
 
 Resimulation resimulate_fidelity(const ResimulateOptions& o) {
@@ -50,35 +67,50 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
   out.options_saved = saved.options_saved;
   out.report = std::move(saved.report);
   FidelityReport& r = out.report;
-  if (!out.options_saved)
-    say("the file keeps no options (written before 2026-12-07): its cases are rebuilt from the defaults "
-        "(--max-num-seqs 16, --kv-blocks 1024, --seed 1), and checked against it");
-  // The architecture the cases are simulated with; its bytes per weight as calibrate read them
-  // off the loaded model (the preset's agree to 1e-6), so that the refit's inputs are the run's.
-  sim::ModelPreset preset = sim::Catalogue::builtin().model(fidelity_model_preset);
-  if (!r.calibration.empty()) preset.weight_bytes = r.calibration.bytes_per_weight;
+  if (!out.options_saved) {
+    const FidelityOptions defaults;
+    say(fmt::format("the file keeps no options (written before 2026-12-07): its cases are rebuilt from the defaults "
+                    "(--max-num-seqs {}, --kv-blocks {}, --seed {}) and checked against it",
+                    defaults.max_num_seqs, defaults.kv_blocks, defaults.seed));
+  }
+  if (r.drift_corrected) say("the run was drift-corrected: each case is simulated with its saved slowdown again");
 
   sim::Catalogue catalogue;
-  if (!o.hardware_catalogue.empty()) {
-    r.calibration_toml = read_text(o.hardware_catalogue, "--hardware");
-    catalogue = sim::Catalogue::load(o.hardware_catalogue, "");
-    r.hardware_key = o.hardware_key.empty() ? catalogue.all_hardware().at(0).key : o.hardware_key;
-    (void)catalogue.hardware(r.hardware_key);  // throws naming the known keys
-    out.hardware_source = "the catalogue " + o.hardware_catalogue + ", entry " + r.hardware_key;
+  // A catalogue given here, or the one the run was given (--hardware), read afresh.
+  const std::string given = !o.hardware_catalogue.empty() ? o.hardware_catalogue : out.options.hardware_catalogue;
+  if (!given.empty()) {
+    const std::string key = !o.hardware_catalogue.empty() ? o.hardware_key : r.hardware_key;
+    const std::string what = !o.hardware_catalogue.empty() ? "--hardware" : "the catalogue the run was given";
+    r.calibration_toml = read_text(given, what);
+    std::tie(catalogue, r.hardware_key) = catalogue_entry(given, key, what);
+    out.hardware_source = "the catalogue " + given + ", entry " + r.hardware_key +
+                          (o.hardware_catalogue.empty() ? " (the run's --hardware)" : "");
   } else {
     const fs::path written = dir / "hardware.toml";
-    const std::string text = read_text(written, "the run's calibration; a run given --hardware keeps none: give "
-                                                "the same catalogue again with --hardware");
-    catalogue = sim::Catalogue::load(written.string(), "");
-    const sim::Hardware& entry = catalogue.hardware(r.hardware_key);
-    if (r.calibration.empty()) {
+    const std::string text = read_text(written, "the run's calibration");
+    std::tie(catalogue, r.hardware_key) = catalogue_entry(written.string(), r.hardware_key, "the run's calibration");
+    // A copy: `catalogue` is replaced below.
+    const sim::Hardware entry = catalogue.hardware(r.hardware_key);
+    // The run's calibration fitted the architecture read off its model file; the saved
+    // measurements describe the default model's only when that was the file.
+    const bool default_model = out.options.model_path.empty();
+    if (r.calibration.empty() || !default_model) {
       r.calibration_toml = text;
-      out.hardware_source = written.string() + " as the run wrote it (the file keeps no calibration measurements)";
+      out.hardware_source = written.string() + " as the run wrote it (" +
+                            (r.calibration.empty() ? std::string("the file keeps no calibration measurements")
+                                                   : "the run measured " + out.options.model_path +
+                                                         ", whose architecture the file does not keep") +
+                            ")";
     } else {
       // The measurements refitted as calibrate fits them, and the entry written and read back as
-      // the run's was (rates to 6 significant digits), the measured figures kept from it.
+      // the run's was (rates to 6 significant digits), the measured figures kept from it. The
+      // architecture the cases are simulated with; its bytes per weight as calibrate read them
+      // off the loaded model (the preset's agree to 1e-6), so that the refit's inputs are the run's.
+      sim::ModelPreset preset = sim::Catalogue::builtin().model(fidelity_model_preset);
+      preset.weight_bytes = r.calibration.bytes_per_weight;
       CalibrationFit fit = fit_calibration(preset, 1, r.calibration.block_size, r.calibration.repeats,
-                                           r.calibration.points, r.calibration.read_bytes_per_s);
+                                           r.calibration.points, r.calibration.read_bytes_per_s,
+                                           o.fit_overlap || out.options.fit_overlap);
       fit.hardware.key = entry.key;
       fit.hardware.name = entry.name;
       fit.hardware.link = entry.link;
@@ -105,9 +137,6 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
     }
   }
   say("simulating on " + out.hardware_source);
-  // Simulated as the run simulated them, without its drift correction (the probes' slowdowns are
-  // not kept).
-  for (auto& c : r.cases) c.slowdown = 1;
   score_fidelity(out.options, catalogue, r);
   return out;
 }

@@ -4,12 +4,14 @@
 // model, its fit or the scheduler is scored against saved measurements in seconds instead of a
 // quarter of an hour, and against several runs at once.
 //
-// The hardware: the run's calibration refitted by this build's `calibrate` fit from the
+// The hardware: a catalogue given here; else the one the run was given (its --hardware, read
+// afresh); else the run's calibration refitted by this build's `calibrate` fit from the
 // measurements the file keeps (each shape's time in each pass, the read bandwidth; the engine's
 // own time per step and the entry's other measured figures from DIR/hardware.toml), written as a
 // catalogue and read back as the run's own was, so that an unchanged build reproduces the run's
-// figures exactly; or, for files that keep no measurements (written before 2026-12-07, or by a
-// run given --hardware), DIR/hardware.toml as it was written; or a catalogue given here.
+// figures exactly; or, for files that keep no measurements (written before 2026-12-07) or whose
+// run measured another model file than the default (whose architecture they do not keep),
+// DIR/hardware.toml as it was written. A drift-corrected run's cases keep their slowdowns.
 
 #include "tools/bench/calibrate.hpp"
 #include "tools/bench/fidelity.hpp"
@@ -24,6 +26,7 @@ struct ResimulateOptions {
   std::string dir;                 // the earlier run's --out directory
   std::string hardware_catalogue;  // a catalogue to simulate on; empty: as above
   std::string hardware_key;        // its entry (default: the first)
+  bool fit_overlap = false;        // the refit fits memory_compute_overlap (otherwise: as the run did)
   std::function<void(const std::string&)> progress;
 };
 

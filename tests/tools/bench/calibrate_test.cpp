@@ -163,7 +163,8 @@ namespace {
 
 // Step times that a known machine gives on the default grid, by the cost model itself: few-row
 // GEMMs faster below 96 rows (the kernels' threshold), large batches slower from `large_rows`
-// rows, no dequantizing pass, `overlap` of memory and arithmetic; and the fit of them.
+// rows, no dequantizing pass, `overlap` of memory and arithmetic; and the fit of them, the overlap
+// fitted too.
 struct PlantedFit {
   sim::Hardware truth;
   CalibrationFit fit;
@@ -194,7 +195,7 @@ PlantedFit planted_fit(std::uint32_t large_rows, double overlap = 0) {
     p.measured_s = truth.step_seconds(calibration_step_shape(shape, repeats));
     points.push_back(p);
   }
-  return {h, fit_calibration(model, 1, 16, repeats, points, bandwidth)};
+  return {h, fit_calibration(model, 1, 16, repeats, points, bandwidth, /*fit_overlap=*/true)};
 }
 
 // The fitted rates are the planted ones, within 1e-6 (relative).
@@ -214,6 +215,7 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_the_large_batch_threshold_and_the_rates_of_ti
   // Planted at 768 and at 1,024 tokens, two step sizes of the grid (6 x 128 and 2 x 512 prompts).
   for (const std::uint32_t rows : {768u, 1024u}) {
     const auto [h, f] = planted_fit(rows);
+    BOOST_TEST(f.hardware.memory_overlap == 0);  // the sum, as planted
     BOOST_TEST(f.hardware.small_gemm_rows == 96u);
     BOOST_TEST(f.hardware.large_batch_rows == rows);
     BOOST_TEST(f.rms_relative_error < 1e-9);
@@ -232,6 +234,17 @@ BOOST_AUTO_TEST_CASE(the_fit_finds_a_partial_overlap_of_memory_and_arithmetic_an
       check_planted_rates(h, f.hardware);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(unless_asked_to_fit_the_overlap_the_fit_keeps_the_sum) {
+  const auto [h, fitted] = planted_fit(1024, 0.6);
+  BOOST_TEST(fitted.overlap_fitted);
+  std::vector<CalibrationPoint> points = fitted.points;
+  const CalibrationFit f = fit_calibration(sim::Catalogue::builtin().model("smollm2-135m-instruct-q4_1"), 1, 16, 3,
+                                           points, h.bandwidth);
+  BOOST_TEST(!f.overlap_fitted);
+  BOOST_TEST(f.hardware.memory_overlap == 0);
+  BOOST_TEST(f.rms_relative_error > 0.01);  // the planted overlap is not there to fit
 }
 
 BOOST_AUTO_TEST_CASE(a_threshold_between_two_step_sizes_of_the_grid_is_found_as_the_next_size_up) {
@@ -291,9 +304,9 @@ BOOST_AUTO_TEST_CASE(a_quick_calibration_predicts_with_the_cost_model_and_writes
   // grid's predictions are of the shards alone, so without it.
   BOOST_TEST(fit.hardware.step_overhead > 0);
   BOOST_TEST(fit.hardware.step_overhead < 0.1);  // seconds: far below any step of the grid
-  // One of the overlaps the fit tries: 0, 0.05, ..., 1.
-  BOOST_TEST(std::abs(fit.hardware.memory_overlap * 20 - std::round(fit.hardware.memory_overlap * 20)) < 1e-9);
-  BOOST_TEST((fit.hardware.memory_overlap >= 0 && fit.hardware.memory_overlap <= 1));
+  // Not asked to fit the overlap: the sum.
+  BOOST_TEST(fit.hardware.memory_overlap == 0);
+  BOOST_TEST(!fit.overlap_fitted);
   BOOST_TEST(std::isfinite(fit.pass_drift));
   // How far the passes spread: the median over the shapes of each one's (max - min) / median
   // (for an even count the upper of the middle two, as calibrate's other medians).

@@ -41,6 +41,7 @@ FidelityReport random_report(const FidelityOptions& o, std::uint32_t rounds, std
   r.machine_drift = -0.0123456789;
   r.interleaved = true;
   r.calibration_pass_spread = 0.1712345;
+  r.drift_corrected = o.drift_correction;  // as score_fidelity records it
   for (const FidelityCase& c : fidelity_cases(o)) {
     FidelityResult res;
     res.c = c;
@@ -62,6 +63,7 @@ FidelityReport random_report(const FidelityOptions& o, std::uint32_t rounds, std
       res.rounds.push_back(m);
     }
     res.measured = median_over_rounds(res.rounds);
+    res.slowdown = 0.9 + u(rng) / 5000;
     r.cases.push_back(std::move(res));
   }
   r.calibration.repeats = 3;
@@ -77,13 +79,13 @@ FidelityReport random_report(const FidelityOptions& o, std::uint32_t rounds, std
   return r;
 }
 
+// Every figure to the bit: the medians over two rounds a re-simulation recomputes must come out
+// as the run's did.
 bool same(const FidelityMetrics& a, const FidelityMetrics& b) {
   return a.throughput == b.throughput && a.ttft_p50 == b.ttft_p50 && a.ttft_p90 == b.ttft_p90 &&
          a.e2e_p50 == b.e2e_p50 && a.e2e_p90 == b.e2e_p90 && a.completed == b.completed && a.steps == b.steps &&
-         std::abs(a.step_s - b.step_s) <= 1e-15 * std::abs(a.step_s) &&
-         std::abs(a.idle_s - b.idle_s) <= 1e-15 * std::abs(a.idle_s) &&
-         std::abs(a.serving_step_overhead - b.serving_step_overhead) <= 1e-15 * std::abs(a.serving_step_overhead) &&
-         std::abs(a.client_cpu_per_token - b.client_cpu_per_token) <= 1e-15 * std::abs(a.client_cpu_per_token);
+         a.step_s == b.step_s && a.idle_s == b.idle_s && a.serving_step_overhead == b.serving_step_overhead &&
+         a.client_cpu_per_token == b.client_cpu_per_token;
 }
 
 // The error read_fidelity_json gives for `doc` written to a file ("FILE: ..." with FILE removed).
@@ -118,6 +120,11 @@ BOOST_AUTO_TEST_CASE(a_saved_run_reads_back_with_every_round_its_options_and_its
     o.seed = 42;
     o.rounds = quick ? 2 : 3;
     o.model_path = "/models/x.gguf";
+    o.hardware_catalogue = quick ? "" : "/catalogues/hw.toml";
+    o.hardware_key = quick ? "" : "k-tp1";
+    o.interleave = quick;
+    o.drift_correction = !quick;
+    o.fit_overlap = quick;
     const FidelityReport want = random_report(o, o.rounds, rng);
     const TempFile f("fidelity_json_round_trip");
     f.write(fidelity_json(want, o).dump(2));
@@ -129,6 +136,11 @@ BOOST_AUTO_TEST_CASE(a_saved_run_reads_back_with_every_round_its_options_and_its
     BOOST_TEST(got.options.rounds == o.rounds);
     BOOST_TEST(got.options.quick == o.quick);
     BOOST_TEST(got.options.model_path == o.model_path);
+    BOOST_TEST(got.options.hardware_catalogue == o.hardware_catalogue);
+    BOOST_TEST(got.options.hardware_key == o.hardware_key);
+    BOOST_TEST(got.options.interleave == o.interleave);
+    BOOST_TEST(got.options.drift_correction == o.drift_correction);
+    BOOST_TEST(got.options.fit_overlap == o.fit_overlap);
     const FidelityReport& r = got.report;
     BOOST_TEST(r.hardware_key == want.hardware_key);
     BOOST_TEST(r.machine_drift == want.machine_drift);
@@ -145,6 +157,7 @@ BOOST_AUTO_TEST_CASE(a_saved_run_reads_back_with_every_round_its_options_and_its
         for (std::size_t k = 0; k < r.cases[i].rounds.size(); ++k)
           BOOST_TEST(same(r.cases[i].rounds[k], want.cases[i].rounds[k]), "round " << k + 1);
         BOOST_TEST(same(r.cases[i].measured, want.cases[i].measured));
+        BOOST_TEST(r.cases[i].slowdown == want.cases[i].slowdown);
       }
     }
     const SavedCalibration& c = r.calibration;
@@ -179,6 +192,21 @@ BOOST_AUTO_TEST_CASE(a_file_from_before_the_options_were_saved_reads_with_the_de
   BOOST_TEST(got.report.calibration.empty());
 }
 
+BOOST_AUTO_TEST_CASE(a_file_from_before_seconds_were_saved_reads_the_scaled_figures) {
+  json doc = saved_document();
+  json& round = doc["cases"][0]["rounds"][0];  // the first round has the server's counters
+  for (const char* key : {"step_s", "engine_own_s_per_step", "client_cpu_s_per_token"}) round.erase(key);
+  round["step_ms"] = 7.5;
+  round["engine_own_us_per_step"] = 300.0;
+  round["client_cpu_us_per_token"] = 20.0;
+  const TempFile f("fidelity_json_scaled");
+  f.write(doc.dump());
+  const FidelityMetrics m = read_fidelity_json(f.path).report.cases.at(0).rounds.at(0);
+  BOOST_TEST(m.step_s == 7.5e-3, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.serving_step_overhead == 300e-6, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(m.client_cpu_per_token == 20e-6, boost::test_tools::tolerance(1e-12));
+}
+
 BOOST_AUTO_TEST_CASE(names_the_file_and_the_field_of_what_it_cannot_read) {
   BOOST_TEST(error_of("{\"summary\": ") == "not JSON");
   BOOST_TEST(error_of("[1, 2]") ==
@@ -197,6 +225,15 @@ BOOST_AUTO_TEST_CASE(names_the_file_and_the_field_of_what_it_cannot_read) {
   BOOST_TEST(error_of(doc.dump()) ==
              "summary.hardware: expected a string, found 3 (not a fidelity.json written by `actorlm bench fidelity "
              "--out`?)");
+  doc = saved_document();
+  doc["options"]["max_num_seqs"] = 3;
+  BOOST_TEST(error_of(doc.dump()) ==
+             "options.max_num_seqs: expected 4 to 256 (not a fidelity.json written by `actorlm bench fidelity --out`?)");
+  doc = saved_document();
+  doc["calibration"]["points"][0]["batch"] = 5000000000ull;
+  BOOST_TEST(error_of(doc.dump()) ==
+             "calibration.points[0].batch: expected a count below 2^32, found 5000000000 (not a fidelity.json "
+             "written by `actorlm bench fidelity --out`?)");
   doc = saved_document();
   doc["cases"][0]["rounds"] = json::array();
   BOOST_TEST(error_of(doc.dump()) ==
