@@ -47,8 +47,9 @@ struct Hardware {
   double step_overhead = 0;          // s per step on the host, besides the kernels
   // How much of a kernel's memory traffic and arithmetic overlap: a kernel takes the longer of
   // the two plus (1 - memory_overlap) x the shorter. 1 (GPUs): the roofline, the longer alone;
-  // 0: their sum; between, a partial overlap (the cpu backend, whose threads read a weight panel
-  // and compute on it while the hardware prefetcher streams the next, fitted by calibrate).
+  // 0: their sum, as calibrate writes it for the cpu backend; between, a partial overlap (the cpu
+  // backend's threads compute on one weight panel while the hardware prefetcher streams the
+  // next: calibrate --fit-overlap fits it).
   double memory_overlap = 1;
 };
 

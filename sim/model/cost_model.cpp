@@ -88,7 +88,7 @@ StepCost CostModel::step(const StepShape& s) const {
   const double ring_latency = ring_across ? std::max(hw_.link_latency, net_.latency) : hw_.link_latency;
   // A kernel of `f` FLOPs at `rate` that moves `bytes`: the longer of its arithmetic and its
   // memory traffic, plus the part of the shorter that does not overlap it (none on a GPU's
-  // roofline; on the cpu backend a fitted share).
+  // roofline; all of it as calibrate writes the cpu backend's, a share with --fit-overlap).
   const double exposed = 1 - hw_.memory_overlap;
   auto kernel = [&](double rate, double f, double bytes) {
     const double compute_s = f / rate, memory_s = bytes / bandwidth;

@@ -123,12 +123,14 @@ int run(bench::FidelityOptions o, const std::string& out_dir) {
 
 // --resimulate: the saved run's cases simulated again; with --out, its files written there (a
 // directory of their own: DIR's are the run's record).
-int resimulate(const std::string& dir, const bench::FidelityOptions& given, const std::string& out_dir) {
+int resimulate(const std::string& dir, const bench::FidelityOptions& given, bool no_fit_overlap,
+               const std::string& out_dir) {
   bench::ResimulateOptions ro;
   ro.dir = dir;
   ro.hardware_catalogue = given.hardware_catalogue;
   ro.hardware_key = given.hardware_key;
-  ro.fit_overlap = given.fit_overlap;
+  if (given.fit_overlap) ro.fit_overlap = true;
+  if (no_fit_overlap) ro.fit_overlap = false;
   ro.progress = [](const std::string& line) { spdlog::info("bench fidelity: {}", line); };
   if (!out_dir.empty() && std::filesystem::exists(out_dir) &&
       std::filesystem::equivalent(std::filesystem::path(out_dir), std::filesystem::path(dir))) {
@@ -183,20 +185,28 @@ void add_bench_fidelity_command(CLI::App& bench, int& exit_code) {
   auto* drift = cmd->add_flag("--drift-correction", o->drift_correction,
                 "A speed probe after every measured case, and each case simulated on the calibration slowed by the "
                 "machine's drift at its time (the uncorrected errors beside)");
-  cmd->add_flag("--fit-overlap", o->fit_overlap,
-                "The calibration fits memory_compute_overlap (calibrate --fit-overlap); with --resimulate, the refit "
-                "does (otherwise it fits as the run did)");
+  auto* fit_overlap = cmd->add_flag("--fit-overlap", o->fit_overlap,
+                                    "The calibration fits memory_compute_overlap (calibrate --fit-overlap); with "
+                                    "--resimulate, the refit does (without this or --no-fit-overlap, it fits as the "
+                                    "run did)");
   auto resimulate_dir = std::make_shared<std::string>();
-  cmd->add_option("--resimulate", *resimulate_dir,
+  auto* resimulate_option = cmd->add_option("--resimulate", *resimulate_dir,
                   "Measure nothing: simulate again the cases an earlier run measured (its --out DIR), on its "
                   "calibration refitted by this build (or --hardware's catalogue), and print the same report; "
                   "--out then names a new directory for its files")
       ->check(CLI::ExistingDirectory)
       ->excludes(model)->excludes(seqs)->excludes(blocks)->excludes(seed)->excludes(rounds)->excludes(quick)
       ->excludes(no_interleave)->excludes(drift);
-  cmd->callback([o, out, resimulate_dir, &exit_code] {
+  auto no_fit_overlap = std::make_shared<bool>(false);
+  cmd->add_flag("--no-fit-overlap", *no_fit_overlap,
+                "With --resimulate: the refit keeps memory_compute_overlap at 0, the sum (calibrate's default), "
+                "whatever the run did")
+      ->needs(resimulate_option)
+      ->excludes(fit_overlap);
+  cmd->callback([o, out, resimulate_dir, no_fit_overlap, &exit_code] {
     try {
-      exit_code = resimulate_dir->empty() ? run(*o, *out) : resimulate(*resimulate_dir, *o, *out);
+      exit_code = resimulate_dir->empty() ? run(*o, *out)
+                                          : resimulate(*resimulate_dir, *o, *no_fit_overlap, *out);
     } catch (const std::exception& e) {
       spdlog::error("bench fidelity: {}", e.what());
       exit_code = 1;

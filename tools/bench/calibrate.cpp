@@ -44,7 +44,8 @@ constexpr const char* param_names[param_count] = {
 // small_rows the few-row kernels, a property of the kernels, kernels/cpu/model/matmul.hpp; from
 // large_rows on (0: none) the large-batch rate, the threshold the fit finds best among
 // large_batch_candidates) and the share of the shorter of a kernel's memory and arithmetic times
-// that overlaps the longer (Hardware::memory_overlap, the best of the overlap_steps + 1 tried).
+// that overlaps the longer (Hardware::memory_overlap: with fit_overlap the best of the
+// overlap_steps + 1 tried, otherwise 0).
 struct ModelForm {
   std::uint32_t small_rows = 0, large_rows = 0;
   double overlap = 0;
@@ -417,7 +418,7 @@ CalibrationFit fit_at(const sim::ModelPreset& m, std::uint32_t tp, std::uint32_t
   }
   if (theta[large_batch] <= 0) {
     if (form.large_rows > 0)
-      f.dropped.push_back(std::string(param_names[large_batch]) + " (GEMMs of many form then run at fp16_tflops)");
+      f.dropped.push_back(std::string(param_names[large_batch]) + " (GEMMs of many rows then run at fp16_tflops)");
     h.large_batch_rows = 0;
     h.large_batch_flops = 0;
   }

@@ -140,13 +140,13 @@ sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t rep
 // The cost model fitted to measured points, as run_calibration fits its measurements: at every
 // candidate large_batch_gemm_rows (none, and each distinct step size from 513 tokens on of the
 // points that prefill several prompts together) and, with `fit_overlap`, memory overlap (0, 0.05,
-// ..., 1; otherwise 0), the pair whose fit predicts the points best (least rms relative error; the
-// smaller overlap and threshold on a tie); small_gemm_rows is default_panel_min_rows (0 when the
-// few-row rate
-// is dropped). `read_bytes_per_s`: the measured read bandwidth of all ranks; `repeats`: the timed
-// steps per shape (a decode sequence's context grows by one per step). Throws
-// std::runtime_error when a candidate's fit finds every GEMM free. The result's hardware has no
-// step overhead (run_calibration measures it apart).
+// ..., 1; otherwise 0), the pair whose fit predicts the points best (least rms relative error;
+// the smaller overlap and threshold on a tie); small_gemm_rows is default_panel_min_rows (0 when
+// the few-row rate is dropped). `read_bytes_per_s`: the measured read bandwidth of all ranks;
+// `repeats`: the timed steps per shape (a decode sequence's context grows by one per step). A
+// candidate whose fit finds every GEMM free is skipped; throws std::runtime_error when every
+// candidate's does. The result's hardware has no step overhead (run_calibration measures it
+// apart).
 CalibrationFit fit_calibration(const sim::ModelPreset&, std::uint32_t tp, std::uint32_t block_size,
                                std::uint32_t repeats, const std::vector<CalibrationPoint>&,
                                double read_bytes_per_s, bool fit_overlap = false);

@@ -20,8 +20,10 @@ nlohmann::json fidelity_summary_json(const FidelityReport&);
 nlohmann::json fidelity_json(const FidelityReport&, const FidelityOptions&);
 
 struct SavedFidelityRun {
-  // max_num_seqs, kv_blocks, seed, quick and model_path as the run had them (the cases are built
-  // from them); files written before 2026-12-07 hold none, and read as the defaults.
+  // As the run had them: max_num_seqs, kv_blocks, seed, quick and model_path (the cases are
+  // built from them), rounds, hardware_catalogue and hardware_key, interleave, fit_overlap and
+  // drift_correction; files written before 2026-12-07 hold none, and read as the defaults (the
+  // later keys read as the defaults where absent).
   FidelityOptions options;
   bool options_saved = false;
   // The cases with their rounds and each figure's median over them (FidelityResult::measured),

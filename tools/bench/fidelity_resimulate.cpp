@@ -85,9 +85,13 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
     std::tie(catalogue, r.hardware_key) = catalogue_entry(given, key, what);
     out.hardware_source = "the catalogue " + given + ", entry " + r.hardware_key +
                           (o.hardware_catalogue.empty() ? " (the run's --hardware)" : "");
+    out.options.hardware_catalogue = given;
+    out.options.hardware_key = r.hardware_key;
+    if (o.fit_overlap) say("--fit-overlap / --no-fit-overlap ignored: nothing is refitted on a given catalogue");
   } else {
     const fs::path written = dir / "hardware.toml";
-    const std::string text = read_text(written, "the run's calibration");
+    const std::string text = read_text(written, "the run's calibration; a run given --hardware before 2026-12-07 "
+                                                "kept none: give the same catalogue again with --hardware");
     std::tie(catalogue, r.hardware_key) = catalogue_entry(written.string(), r.hardware_key, "the run's calibration");
     // A copy: `catalogue` is replaced below.
     const sim::Hardware entry = catalogue.hardware(r.hardware_key);
@@ -96,6 +100,7 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
     const bool default_model = out.options.model_path.empty();
     if (r.calibration.empty() || !default_model) {
       r.calibration_toml = text;
+      if (o.fit_overlap) say("--fit-overlap / --no-fit-overlap ignored: the run's catalogue is used as written");
       out.hardware_source = written.string() + " as the run wrote it (" +
                             (r.calibration.empty() ? std::string("the file keeps no calibration measurements")
                                                    : "the run measured " + out.options.model_path +
@@ -108,9 +113,12 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
       // off the loaded model (the preset's agree to 1e-6), so that the refit's inputs are the run's.
       sim::ModelPreset preset = sim::Catalogue::builtin().model(fidelity_model_preset);
       preset.weight_bytes = r.calibration.bytes_per_weight;
+      // As the run fitted, unless told: files written before the options kept fit_overlap came
+      // from builds that always fitted it, and their entry's overlap then shows it.
+      const bool fit_overlap = o.fit_overlap.value_or(out.options.fit_overlap || entry.memory_overlap > 0);
+      out.options.fit_overlap = fit_overlap;
       CalibrationFit fit = fit_calibration(preset, 1, r.calibration.block_size, r.calibration.repeats,
-                                           r.calibration.points, r.calibration.read_bytes_per_s,
-                                           o.fit_overlap || out.options.fit_overlap);
+                                           r.calibration.points, r.calibration.read_bytes_per_s, fit_overlap);
       fit.hardware.key = entry.key;
       fit.hardware.name = entry.name;
       fit.hardware.link = entry.link;

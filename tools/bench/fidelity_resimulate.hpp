@@ -26,12 +26,17 @@ struct ResimulateOptions {
   std::string dir;                 // the earlier run's --out directory
   std::string hardware_catalogue;  // a catalogue to simulate on; empty: as above
   std::string hardware_key;        // its entry (default: the first)
-  bool fit_overlap = false;        // the refit fits memory_compute_overlap (otherwise: as the run did)
+  // Whether the refit fits memory_compute_overlap; unset: as the run's calibration did (its
+  // options say; files from before they did: its entry's overlap above 0).
+  std::optional<bool> fit_overlap;
   std::function<void(const std::string&)> progress;
 };
 
 struct Resimulation {
-  FidelityOptions options;  // the run's (its cases are built from them)
+  // The run's (its cases are built from them), with the hardware as re-simulated: the catalogue
+  // used when one was given, fit_overlap as refitted, so that a re-simulation's own record
+  // re-simulates alike.
+  FidelityOptions options;
   bool options_saved = true;  // false: a file without them, read with the defaults
   FidelityReport report;    // the run's measurements, simulated again
   std::string hardware_source;  // where the hardware came from, in words

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 namespace {
@@ -118,11 +119,13 @@ struct SavedRun {
     std::ofstream(dir / "fidelity.json") << fidelity_json(report, options).dump(2);
     std::ofstream(dir / "hardware.toml") << catalogue_text(written, step_overhead);
   }
-  Resimulation resimulate(const std::string& hardware = "", const std::string& key = "") const {
+  Resimulation resimulate(const std::string& hardware = "", const std::string& key = "",
+                          std::optional<bool> fit_overlap = std::nullopt) const {
     ResimulateOptions o;
     o.dir = dir.string();
     o.hardware_catalogue = hardware;
     o.hardware_key = key;
+    o.fit_overlap = fit_overlap;
     return resimulate_fidelity(o);
   }
 };
@@ -158,6 +161,30 @@ BOOST_AUTO_TEST_CASE(refits_the_saved_measurements_and_finds_the_machine_they_ca
   BOOST_TEST(c.measured.throughput == 210.0);
   BOOST_TEST(re.report.mean_abs_error_throughput == std::abs(c.simulated.throughput / 210.0 - 1), tt::tolerance(1e-12));
   BOOST_TEST(re.report.calibration_toml.find("memory_compute_overlap = 0.6 ") != std::string::npos);
+  BOOST_TEST(re.options.fit_overlap);  // its own record re-simulates alike
+}
+
+BOOST_AUTO_TEST_CASE(refits_with_the_overlap_as_the_run_did_unless_told) {
+  // Told to keep the sum: the planted overlap is not there to fit.
+  SavedRun run;
+  const Resimulation sum = run.resimulate("", "", false);
+  BOOST_TEST_REQUIRE(sum.refit.has_value());
+  BOOST_TEST(sum.refit->hardware.memory_overlap == 0);
+  BOOST_TEST(sum.refit->rms_relative_error > 0.01);
+  BOOST_TEST(!sum.options.fit_overlap);
+  // A file from before the options kept fit_overlap, whose builds always fitted it: the entry's
+  // overlap above 0 says so.
+  run.options.fit_overlap = false;
+  run.written.memory_overlap = 0.5;
+  run.save();
+  const Resimulation inferred = run.resimulate();
+  BOOST_TEST_REQUIRE(inferred.refit.has_value());
+  BOOST_TEST(inferred.refit->overlap_fitted);
+  BOOST_TEST(inferred.refit->hardware.memory_overlap == 0.6, tt::tolerance(1e-12));
+  // The run's entry at overlap 0 and no fit_overlap: the sum.
+  run.written.memory_overlap = 0;
+  run.save();
+  BOOST_TEST(!run.resimulate().refit->overlap_fitted);
 }
 
 BOOST_AUTO_TEST_CASE(a_file_without_measurements_is_simulated_on_the_catalogue_the_run_wrote) {
@@ -182,6 +209,8 @@ BOOST_AUTO_TEST_CASE(a_catalogue_given_is_used_as_given_and_an_unknown_entry_nam
   BOOST_TEST(!re.refit.has_value());
   BOOST_TEST(re.report.hardware_key == "elsewhere");  // its first entry
   BOOST_TEST(re.report.calibrated_step_overhead == 50e-6, tt::tolerance(1e-9));
+  BOOST_TEST(re.options.hardware_catalogue == other.string());  // its own record re-simulates alike
+  BOOST_TEST(re.options.hardware_key == "elsewhere");
   try {
     (void)run.resimulate(other.string(), "nowhere");
     BOOST_FAIL("no error");
@@ -214,6 +243,8 @@ BOOST_AUTO_TEST_CASE(names_the_missing_catalogue_of_the_run) {
     (void)run.resimulate();
     BOOST_FAIL("no error");
   } catch (const std::runtime_error& e) {
-    BOOST_TEST(std::string(e.what()) == (run.dir / "hardware.toml").string() + ": cannot be read (the run's calibration)");
+    BOOST_TEST(std::string(e.what()) == (run.dir / "hardware.toml").string() +
+                                            ": cannot be read (the run's calibration; a run given --hardware before "
+                                            "2026-12-07 kept none: give the same catalogue again with --hardware)");
   }
 }
