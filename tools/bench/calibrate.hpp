@@ -1,7 +1,8 @@
 #pragma once
 // `actorlm calibrate`: the real cpu backend's step times on this machine over a grid of step
 // shapes, and the simulator's cost model (sim/model/cost_model.hpp) fitted to them, as one
-// hardware catalogue entry per tensor-parallel degree ("a GPU" = one rank's cores).
+// hardware catalogue entry per tensor-parallel degree ("a GPU" = one rank's cores). Measuring and
+// writing in calibrate.cpp, the fit in calibrate_fit.cpp.
 //
 // Measuring: the backend's shards run steps directly (no actors, no scheduler), built as the
 // scheduler builds them: a prefill chunk of `chunk` tokens after `offset` cached positions, and/or
@@ -150,6 +151,18 @@ sim::StepShape calibration_step_shape(const CalibrationShape&, std::uint32_t rep
 CalibrationFit fit_calibration(const sim::ModelPreset&, std::uint32_t tp, std::uint32_t block_size,
                                std::uint32_t repeats, const std::vector<CalibrationPoint>&,
                                double read_bytes_per_s, bool fit_overlap = false);
+
+// The cost model's prediction on `h` for each point (predicted_s, and the costliest operator as
+// bound), and the relative errors' rms and max over them, as calibrate reports its residuals.
+struct Residuals {
+  double rms = 0, max = 0;
+};
+Residuals predict_points(const sim::ModelPreset&, const sim::Hardware& h, std::uint32_t tp, std::uint32_t block_size,
+                         std::uint32_t repeats, std::vector<CalibrationPoint>& points);
+
+// The median over the points of their passes' spread (CalibrationPoint::spread); 0 with fewer
+// than two passes (CalibrationFit::median_pass_spread).
+double median_pass_spread(const std::vector<CalibrationPoint>& points);
 
 // A hardware catalogue (`[sim] hardware_catalogue`) holding [runtime] and one [gpu.KEY] per fit,
 // with the measurements and residuals as comments.

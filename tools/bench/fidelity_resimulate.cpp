@@ -1,11 +1,9 @@
 #include "tools/bench/fidelity_resimulate.hpp"
 
 #include "tools/bench/fidelity_json.hpp"
-#include "tools/bench/timing.hpp"
 
 #include <spdlog/fmt/fmt.h>
 
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -30,19 +28,15 @@ std::string read_text(const fs::path& path, const std::string& what) {
 // calibration's measurements.
 double rms_over(const sim::ModelPreset& m, sim::Hardware h, const SavedCalibration& c) {
   h.step_overhead = 0;
-  const sim::CostModel model(m, h, {sim::ParallelKind::tensor, 1}, c.block_size);
-  double sq = 0;
-  for (const auto& p : c.points) {
-    const double rel = model.step_seconds(calibration_step_shape(p.shape, c.repeats)) / p.measured_s - 1;
-    sq += rel * rel;
-  }
-  return c.points.empty() ? 0 : std::sqrt(sq / double(c.points.size()));
+  std::vector<CalibrationPoint> points = c.points;
+  return predict_points(m, h, 1, c.block_size, c.repeats, points).rms;
 }
 
-// The catalogue at `path` and its entry `key` (empty: the first), or an error naming the file.
-std::pair<sim::Catalogue, std::string> catalogue_entry(const std::string& path, const std::string& key,
-                                                       const std::string& what) {
-  sim::Catalogue c = sim::Catalogue::load(path, "");
+// The catalogue `text` read from `path` (with the embedded models), and its entry `key` (empty:
+// the first), or an error naming the file.
+std::pair<sim::Catalogue, std::string> catalogue_entry(const std::string& text, const std::string& path,
+                                                       const std::string& key, const std::string& what) {
+  sim::Catalogue c = sim::Catalogue::parse(text, path, sim::embedded_model_catalogue, "(embedded models)");
   if (c.all_hardware().empty()) throw std::runtime_error(path + ": no [gpu.*] entry (" + what + ")");
   const std::string k = key.empty() ? c.all_hardware().front().key : key;
   try {
@@ -82,7 +76,7 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
     const std::string key = !o.hardware_catalogue.empty() ? o.hardware_key : r.hardware_key;
     const std::string what = !o.hardware_catalogue.empty() ? "--hardware" : "the catalogue the run was given";
     r.calibration_toml = read_text(given, what);
-    std::tie(catalogue, r.hardware_key) = catalogue_entry(given, key, what);
+    std::tie(catalogue, r.hardware_key) = catalogue_entry(r.calibration_toml, given, key, what);
     out.hardware_source = "the catalogue " + given + ", entry " + r.hardware_key +
                           (o.hardware_catalogue.empty() ? " (the run's --hardware)" : "");
     out.options.hardware_catalogue = given;
@@ -92,7 +86,8 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
     const fs::path written = dir / "hardware.toml";
     const std::string text = read_text(written, "the run's calibration; a run given --hardware before 2026-12-07 "
                                                 "kept none: give the same catalogue again with --hardware");
-    std::tie(catalogue, r.hardware_key) = catalogue_entry(written.string(), r.hardware_key, "the run's calibration");
+    std::tie(catalogue, r.hardware_key) =
+        catalogue_entry(text, written.string(), r.hardware_key, "the run's calibration");
     // A copy: `catalogue` is replaced below.
     const sim::Hardware entry = catalogue.hardware(r.hardware_key);
     // The run's calibration fitted the architecture read off its model file; the saved
@@ -124,9 +119,7 @@ Resimulation resimulate_fidelity(const ResimulateOptions& o) {
       fit.hardware.link = entry.link;
       fit.hardware.memory_bytes = entry.memory_bytes;
       fit.hardware.step_overhead = entry.step_overhead;
-      std::vector<double> spreads;
-      for (const auto& p : fit.points) spreads.push_back(p.spread);
-      if (fit.points.front().pass_s.size() > 1) fit.median_pass_spread = median(std::move(spreads));
+      fit.median_pass_spread = median_pass_spread(fit.points);
       Calibration c;
       c.model_path = "(refitted from " + (dir / "fidelity.json").string() + ")";
       c.model = preset;
